@@ -1,0 +1,146 @@
+// glossa-translate: offline translation of lines with the in-process engine.
+//   glossa-translate --model FILE [--beam_size N] < in.txt > out.txt
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "engine/translator.h"
+#include "util/threads.h"
+
+ABSL_FLAG(std::string, model, "", "Glossa model file (made by model_tools/glossa-convert). "
+          "Default: the bundled demo model.");
+ABSL_FLAG(std::string, input, "", "Input file, one sentence per line (default: stdin)");
+ABSL_FLAG(std::string, output, "", "Output file (default: stdout)");
+ABSL_FLAG(int, beam_size, 0, "Beam size; 1 = greedy; 0 = the default (4)");
+ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per sentence, end-of-sentence "
+          "included; 0 = the model's limit");
+ABSL_FLAG(int, num_hypotheses, 1, "Hypotheses per sentence (n-best, <= beam_size); with more "
+          "than one, lines read 'INDEX ||| TEXT ||| SCORE'");
+ABSL_FLAG(double, length_penalty, -1000, "Length penalty (score / length^penalty); default: the "
+          "model's generation config");
+ABSL_FLAG(bool, scores, false, "Append '\\tSCORE' to each output line");
+ABSL_FLAG(bool, token_ids, false, "Print generated token ids instead of text (space-separated)");
+ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP team used by oneDNN)");
+ABSL_FLAG(int, batch_size, 32, "Sentences encoded and decoded together");
+ABSL_FLAG(int, chunk_lines, 1024, "Lines read, sorted by length and translated at a time");
+
+namespace {
+
+std::string DefaultModelPath(const char* argv0) {
+  const std::string exe = std::string(argv0);
+  const std::string dir = exe.find('/') == std::string::npos ? "." : exe.substr(0, exe.rfind('/'));
+  for (const std::string& candidate :
+       {dir + "/../models/opus-mt-es-en-bible.glossa", dir + "/../../models/opus-mt-es-en-bible.glossa",
+        std::string("/usr/share/glossa/models/opus-mt-es-en-bible.glossa")}) {
+    if (std::ifstream(candidate).good()) return candidate;
+  }
+  return "models/opus-mt-es-en-bible.glossa";
+}
+
+void WriteChunk(const std::vector<glossa::Translation>& results, size_t first_index,
+                int num_hypotheses, std::ostream& out) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    for (const auto& h : results[i].hypotheses) {
+      std::string text = absl::GetFlag(FLAGS_token_ids) ? absl::StrJoin(h.token_ids, " ") : h.text;
+      if (num_hypotheses > 1) {
+        out << (first_index + i) << " ||| " << text << " ||| " << h.score << "\n";
+      } else {
+        out << text;
+        if (absl::GetFlag(FLAGS_scores)) out << "\t" << h.score;
+        out << "\n";
+      }
+    }
+  }
+  out.flush();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Translates sentences, one per line, with a Glossa model.\n"
+      "  glossa-translate --model MODEL.glossa [--beam_size N] < in.txt > out.txt");
+  absl::ParseCommandLine(argc, argv);
+  glossa::SetComputeThreads(absl::GetFlag(FLAGS_threads));
+  std::string model_path = absl::GetFlag(FLAGS_model);
+  if (model_path.empty()) model_path = DefaultModelPath(argv[0]);
+  auto model = glossa::Model::Load(model_path);
+  if (!model.ok()) {
+    std::cerr << "glossa-translate: " << model.status().message() << "\n";
+    return 2;
+  }
+  glossa::TranslatorOptions topts;
+  topts.max_batch_size = std::max(1, absl::GetFlag(FLAGS_batch_size));
+  glossa::Translator translator(*model, topts);
+  glossa::TranslateOptions opts;
+  opts.beam_size = absl::GetFlag(FLAGS_beam_size);
+  opts.max_output_tokens = absl::GetFlag(FLAGS_max_output_tokens);
+  opts.num_hypotheses = absl::GetFlag(FLAGS_num_hypotheses);
+  if (absl::GetFlag(FLAGS_length_penalty) > -1000) {
+    opts.length_penalty = static_cast<float>(absl::GetFlag(FLAGS_length_penalty));
+  }
+  if (auto resolved = translator.Resolve(opts); !resolved.ok()) {
+    std::cerr << "glossa-translate: " << resolved.status().message() << "\n";
+    return 2;
+  }
+
+  std::ifstream in_file;
+  std::ofstream out_file;
+  const std::string input = absl::GetFlag(FLAGS_input), output = absl::GetFlag(FLAGS_output);
+  if (!input.empty()) {
+    in_file.open(input);
+    if (!in_file) {
+      std::cerr << "glossa-translate: cannot read --input '" << input << "'\n";
+      return 2;
+    }
+  }
+  if (!output.empty()) {
+    out_file.open(output);
+    if (!out_file) {
+      std::cerr << "glossa-translate: cannot write --output '" << output << "'\n";
+      return 2;
+    }
+  }
+  std::istream& in = input.empty() ? std::cin : in_file;
+  std::ostream& out = output.empty() ? std::cout : out_file;
+  const bool progress = !input.empty();
+  const size_t chunk = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_chunk_lines)));
+  const absl::Time start = absl::Now();
+  size_t done = 0;
+  std::vector<std::string> lines;
+  std::string line;
+  bool more = true;
+  while (more) {
+    lines.clear();
+    while (lines.size() < chunk && (more = static_cast<bool>(std::getline(in, line)))) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      lines.push_back(line);
+    }
+    if (lines.empty()) break;
+    auto results = translator.Translate(lines, opts);
+    if (!results.ok()) {
+      std::cerr << "glossa-translate: lines " << done + 1 << "-" << done + lines.size() << ": "
+                << results.status().message() << "\n";
+      return 1;
+    }
+    WriteChunk(*results, done, opts.num_hypotheses, out);
+    done += lines.size();
+    if (progress) {
+      const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+      std::cerr << "glossa-translate: " << done << " lines, " << secs << " s, "
+                << (secs > 0 ? done / secs : 0) << " lines/s\n";
+    }
+  }
+  if (!out) {
+    std::cerr << "glossa-translate: write error\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,97 @@
+// Greedy and beam search over one source, with Hugging Face's semantics for Marian so that
+// outputs match transformers' generate() token for token:
+//   - logits -> log_softmax -> processors (banned ids -> -inf; at the last allowed step every id
+//     but the forced EOS -> -inf and EOS -> 0) -> + beam score -> top 2·beams over beams × vocab;
+//   - a candidate EOS ranked below `beams` is ignored; a finished hypothesis scores
+//     sum_logprobs / generated_len^length_penalty (generated_len counts the EOS);
+//   - with early_stopping false a source is done once `beams` hypotheses are finished and the
+//     best running candidate / (t+1)^length_penalty cannot beat the worst of them;
+//   - at the length limit the running beams join the finished ones.
+// Greedy takes the argmax of the processed logits; its score is the sum of the chosen tokens'
+// log-probabilities (the forced EOS counting 0).
+//
+// A search knows nothing of the decoder: the caller runs one decoder row per active beam (input
+// token, cache slot = beam index, ancestry), then hands the logits to Advance().
+#ifndef GLOSSA_RUNTIME_DECODE_SEARCH_H_
+#define GLOSSA_RUNTIME_DECODE_SEARCH_H_
+
+#include <vector>
+
+namespace glossa {
+
+struct SearchOptions {
+  int beam_size = 1;
+  int max_new_tokens = 256;  // tokens generated, EOS included
+  float length_penalty = 1.0f;
+  bool early_stopping = false;
+  int num_hypotheses = 1;  // <= beam_size
+};
+
+struct SearchVocab {
+  int vocab_size = 0;
+  int eos_id = 0;
+  int decoder_start_id = 0;
+  int forced_eos_id = -1;  // -1: none
+  std::vector<int> banned_ids;
+};
+
+struct Hypothesis {
+  std::vector<int> tokens;  // generated tokens, ending with EOS unless cut by the length limit
+  float score = 0.0f;       // beam: normalised by length; greedy: sum of log-probabilities
+};
+
+class Search {
+ public:
+  Search(const SearchOptions& options, const SearchVocab& vocab);
+
+  bool done() const { return done_; }
+  int step() const { return step_; }  // position of the next input tokens
+  int active_beams() const { return static_cast<int>(beams_.size()); }
+  int slots() const { return options_.beam_size; }  // cache slots this search needs
+  int input_token(int beam) const;
+  // [step() + 1] cache slot of each position of this beam's history; the last is `beam`.
+  const int* ancestry(int beam) const { return beams_[beam].ancestry.data(); }
+
+  // Consumes this step's logits, [active_beams(), vocab_size], overwritten as scratch.
+  void Advance(float* logits);
+
+  // The n-best list, best first. Valid once done().
+  std::vector<Hypothesis> Results() const;
+
+ private:
+  struct Beam {
+    std::vector<int> tokens;
+    std::vector<int> ancestry;
+    float score = 0.0f;  // sum of log-probabilities
+  };
+  struct Finished {
+    double score;  // Hugging Face keeps these as Python floats
+    std::vector<int> tokens;
+  };
+  struct Candidate {
+    float score;
+    int beam;
+    int token;
+  };
+
+  void ApplyProcessors(float* row) const;
+  void AdvanceGreedy(float* logits);
+  void AdvanceBeam(float* logits);
+  void TopCandidates(const float* scores, int count);
+  void AddFinished(const std::vector<int>& tokens, float sum_logprobs, int generated_len);
+  bool IsDone(float best_sum_logprobs, int generated_len) const;
+  void PrepareNextStep();
+
+  SearchOptions options_;
+  SearchVocab vocab_;
+  int step_ = 0;
+  bool done_ = false;
+  std::vector<Beam> beams_, next_beams_;
+  std::vector<Candidate> candidates_;
+  std::vector<Finished> finished_;  // in insertion order, like Hugging Face's BeamHypotheses
+  double worst_finished_ = 1e9;
+};
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_DECODE_SEARCH_H_

@@ -1,0 +1,43 @@
+// A loaded model: the mapped file, its config, typed weights, encoder, decoder and tokenizer.
+// Immutable after Load, so any number of threads may translate with it at once.
+#ifndef GLOSSA_RUNTIME_ENGINE_MODEL_H_
+#define GLOSSA_RUNTIME_ENGINE_MODEL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "layers/decoder.h"
+#include "layers/encoder.h"
+#include "model/config.h"
+#include "model/model_file.h"
+#include "model/weights.h"
+#include "text/tokenizer.h"
+
+namespace glossa {
+
+class Model {
+ public:
+  static absl::StatusOr<std::shared_ptr<const Model>> Load(const std::string& path);
+
+  const ModelInfo& info() const { return info_; }
+  const ModelConfig& config() const { return info_.config; }
+  const Encoder& encoder() const { return *encoder_; }
+  const Decoder& decoder() const { return *decoder_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ModelWeights& weights() const { return *weights_; }
+  const ModelFile& file() const { return *file_; }
+
+ private:
+  Model() = default;
+  std::unique_ptr<ModelFile> file_;
+  ModelInfo info_;
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<Encoder> encoder_;
+  std::unique_ptr<Decoder> decoder_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_ENGINE_MODEL_H_

@@ -1,0 +1,50 @@
+// The set of sequence groups (one per source: a greedy sequence or a beam) that advance together,
+// one decoder step for all of them at a time. Groups may join between any two steps and leave as
+// soon as their search is done; this is the loop a continuous-batching scheduler drives.
+#ifndef GLOSSA_RUNTIME_ENGINE_STEP_BATCH_H_
+#define GLOSSA_RUNTIME_ENGINE_STEP_BATCH_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "decode/search.h"
+#include "engine/model.h"
+#include "layers/kv_cache.h"
+
+namespace glossa {
+
+struct SequenceGroup {
+  SequenceGroup(const Search& search, std::shared_ptr<const EncodedBatch> batch, int source,
+                std::unique_ptr<KvCache> cache)
+      : search(search), batch(std::move(batch)), source(source), cache(std::move(cache)) {}
+  Search search;
+  std::shared_ptr<const EncodedBatch> batch;
+  int source;  // index into batch
+  std::unique_ptr<KvCache> cache;
+  int id = 0;  // caller's tag
+};
+
+class StepBatch {
+ public:
+  explicit StepBatch(const Model& model);
+
+  void Add(std::unique_ptr<SequenceGroup> group);
+  bool empty() const { return groups_.empty(); }
+  int64_t active_rows() const;
+
+  // One decoder step for every group; groups whose search finished are moved to *finished.
+  // RESOURCE_EXHAUSTED when the KV cache has no room (the batch is left unchanged).
+  absl::Status Step(std::vector<std::unique_ptr<SequenceGroup>>* finished);
+
+ private:
+  const Model& model_;
+  std::vector<std::unique_ptr<SequenceGroup>> groups_;
+  std::vector<DecoderRow> rows_;
+  DecoderScratch scratch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_ENGINE_STEP_BATCH_H_

@@ -1,0 +1,128 @@
+#include "layers/decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "layers/attention.h"
+#include "ops/ops.h"
+
+namespace glossa {
+namespace {
+
+void Grow(std::vector<float>& v, int64_t size) {
+  if (static_cast<int64_t>(v.size()) < size) v.resize(size);
+}
+
+}  // namespace
+
+Decoder::Decoder(const ModelConfig& config, const ModelWeights& weights)
+    : config_(config), weights_(weights) {}
+
+void Decoder::PrecomputeCrossKv(EncodedBatch& batch) const {
+  const int64_t n = batch.total_rows, d = config_.d_model;
+  batch.cross_kv.resize(static_cast<size_t>(config_.decoder_layers) * 2 * n * d);
+  for (int l = 0; l < config_.decoder_layers; ++l) {
+    const AttentionWeights& w = weights_.decoder_layers[l].cross_attn;
+    w.k->Forward(batch.hidden.data(), n, batch.cross_kv.data() + (int64_t{l} * 2) * n * d);
+    w.v->Forward(batch.hidden.data(), n, batch.cross_kv.data() + (int64_t{l} * 2 + 1) * n * d);
+  }
+}
+
+void Decoder::SelfAttention(const DecoderLayerWeights& layer, int index,
+                            const std::vector<DecoderRow>& rows, const float* in,
+                            DecoderScratch& s) const {
+  const int64_t n = static_cast<int64_t>(rows.size()), d = config_.d_model;
+  const int heads = config_.decoder_heads, head_dim = static_cast<int>(d / heads);
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  layer.self_attn.q->Forward(in, n, s.q.data());
+  for (int64_t i = 0; i < n * d; ++i) s.q[i] *= q_scale;
+  layer.self_attn.k->Forward(in, n, s.k.data());
+  layer.self_attn.v->Forward(in, n, s.v.data());
+  for (int64_t r = 0; r < n; ++r) {
+    const DecoderRow& row = rows[r];
+    std::memcpy(row.cache->Key(index, row.slot, row.position), s.k.data() + r * d, d * 4);
+    std::memcpy(row.cache->Value(index, row.slot, row.position), s.v.data() + r * d, d * 4);
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    const DecoderRow& row = rows[r];
+    KvCache* cache = row.cache;
+    AttendRow(
+        s.q.data() + r * d, heads, head_dim, row.position + 1,
+        [&](int t) { return cache->Key(index, row.ancestry[t], t); },
+        [&](int t) { return cache->Value(index, row.ancestry[t], t); }, s.scores.data(),
+        s.a.data() + r * d);
+  }
+}
+
+void Decoder::CrossAttention(const DecoderLayerWeights& layer, int index,
+                             const std::vector<DecoderRow>& rows, const float* in,
+                             DecoderScratch& s) const {
+  const int64_t n = static_cast<int64_t>(rows.size()), d = config_.d_model;
+  const int heads = config_.decoder_heads, head_dim = static_cast<int>(d / heads);
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  layer.cross_attn.q->Forward(in, n, s.q.data());
+  for (int64_t i = 0; i < n * d; ++i) s.q[i] *= q_scale;
+  for (int64_t r = 0; r < n; ++r) {
+    const DecoderRow& row = rows[r];
+    const float* keys = row.source_batch->CrossKey(index, row.source);
+    const float* values = row.source_batch->CrossValue(index, row.source);
+    AttendRow(
+        s.q.data() + r * d, heads, head_dim, row.source_batch->lengths[row.source],
+        [&](int t) { return keys + t * d; }, [&](int t) { return values + t * d; },
+        s.scores.data(), s.a.data() + r * d);
+  }
+}
+
+void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float* logits) const {
+  const int64_t n = static_cast<int64_t>(rows.size()), d = config_.d_model;
+  if (n == 0) return;
+  int max_keys = 1;
+  s.ids.resize(n);
+  s.positions.resize(n);
+  for (int64_t r = 0; r < n; ++r) {
+    s.ids[r] = rows[r].token;
+    s.positions[r] = rows[r].position;
+    max_keys = std::max({max_keys, rows[r].position + 1,
+                         rows[r].source_batch->lengths[rows[r].source]});
+  }
+  for (auto* buf : {&s.x, &s.h, &s.q, &s.k, &s.v, &s.a}) Grow(*buf, n * d);
+  Grow(s.ffn, n * config_.decoder_ffn_dim);
+  Grow(s.scores, max_keys);
+
+  float* x = s.x.data();
+  const float scale = config_.scale_embedding ? std::sqrt(static_cast<float>(d)) : 1.0f;
+  ops::EmbedTokens(weights_.decoder.embed_tokens, weights_.decoder.embed_positions, s.ids.data(),
+                   s.positions.data(), n, d, scale, x);
+  auto norm = [&](const LayerNormWeights& w, float* rows_data) {
+    ops::LayerNorm(rows_data, n, d, w.gamma, w.beta, config_.layer_norm_eps);
+  };
+  if (config_.layernorm_embedding) norm(weights_.decoder.embedding_norm, x);
+  const bool pre = config_.normalize_before;
+  // Input of a sub-block: x itself (post-norm) or a normalised copy of it (pre-norm).
+  auto block_input = [&](const LayerNormWeights& w) -> const float* {
+    if (!pre) return x;
+    std::memcpy(s.h.data(), x, n * d * 4);
+    norm(w, s.h.data());
+    return s.h.data();
+  };
+
+  for (int l = 0; l < config_.decoder_layers; ++l) {
+    const DecoderLayerWeights& layer = weights_.decoder_layers[l];
+    SelfAttention(layer, l, rows, block_input(layer.self_attn_norm), s);
+    layer.self_attn.out->Forward(s.a.data(), n, x, /*accumulate=*/true);
+    if (!pre) norm(layer.self_attn_norm, x);
+
+    CrossAttention(layer, l, rows, block_input(layer.cross_attn_norm), s);
+    layer.cross_attn.out->Forward(s.a.data(), n, x, /*accumulate=*/true);
+    if (!pre) norm(layer.cross_attn_norm, x);
+
+    layer.fc1->Forward(block_input(layer.final_norm), n, s.ffn.data());
+    layer.fc2->Forward(s.ffn.data(), n, x, /*accumulate=*/true);
+    if (!pre) norm(layer.final_norm, x);
+  }
+  if (config_.final_layer_norm) norm(weights_.decoder.final_norm, x);
+  weights_.lm_head->Forward(x, n, logits);
+}
+
+}  // namespace glossa

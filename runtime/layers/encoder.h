@@ -1,0 +1,46 @@
+// The Transformer encoder over a batch of sources packed row after row: every matmul runs over
+// all real tokens of the batch at once, and no padding row is ever computed.
+#ifndef GLOSSA_RUNTIME_LAYERS_ENCODER_H_
+#define GLOSSA_RUNTIME_LAYERS_ENCODER_H_
+
+#include <memory>
+#include <vector>
+
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace glossa {
+
+// Sources encoded together, and every decoder layer's cross-attention keys and values for them
+// (filled by Decoder::PrecomputeCrossKv), shared by all hypotheses of each source.
+struct EncodedBatch {
+  int64_t d_model = 0;
+  int decoder_layers = 0;
+  std::vector<int> offsets;  // [sources] first row of each source
+  std::vector<int> lengths;  // [sources] tokens of each source
+  int64_t total_rows = 0;
+  std::vector<float> hidden;    // [total_rows, d_model] encoder output
+  std::vector<float> cross_kv;  // [decoder_layers][2][total_rows][d_model]
+
+  const float* CrossKey(int layer, int source) const {
+    return cross_kv.data() + ((int64_t{layer} * 2) * total_rows + offsets[source]) * d_model;
+  }
+  const float* CrossValue(int layer, int source) const {
+    return cross_kv.data() + ((int64_t{layer} * 2 + 1) * total_rows + offsets[source]) * d_model;
+  }
+};
+
+class Encoder {
+ public:
+  Encoder(const ModelConfig& config, const ModelWeights& weights);
+  // sources: token ids, each ending with </s> and at most max_positions long.
+  std::shared_ptr<EncodedBatch> Encode(const std::vector<std::vector<int>>& sources) const;
+
+ private:
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+};
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_LAYERS_ENCODER_H_

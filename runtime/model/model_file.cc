@@ -1,0 +1,217 @@
+#include "model/model_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "util/status_macros.h"
+
+namespace glossa {
+namespace {
+
+constexpr char kMagic[8] = {'G', 'L', 'O', 'S', 'S', 'A', 'M', 'F'};
+constexpr uint64_t kPreambleSize = 24;
+constexpr uint64_t kAlignment = 64;
+
+template <typename T>
+T ReadLE(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));  // x86-64 and aarch64 are little-endian
+  return v;
+}
+
+uint32_t Crc32(const uint8_t* data, uint64_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (size > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<uint64_t>(size, 1u << 30));
+    crc = crc32(crc, data, chunk);
+    data += chunk;
+    size -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+absl::StatusOr<DType> ParseDType(const std::string& s, const std::string& tensor) {
+  if (s == "float32") return DType::kFloat32;
+  if (s == "bytes") return DType::kBytes;
+  return absl::UnimplementedError(absl::StrCat("tensor '", tensor, "' has dtype '", s,
+                                               "', which this build of Glossa cannot read"));
+}
+
+}  // namespace
+
+int64_t TensorView::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorView::ShapeString() const { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
+
+absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& path,
+                                                           bool verify_checksums) {
+  std::unique_ptr<ModelFile> file(new ModelFile());
+  file->path_ = path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    std::string msg = absl::StrCat("cannot open model file '", path, "': ", std::strerror(err));
+    return err == ENOENT ? absl::NotFoundError(msg) : absl::PermissionDeniedError(msg);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
+  }
+  file->size_ = static_cast<uint64_t>(st.st_size);
+  if (file->size_ > 0) {
+    void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      return absl::InternalError(absl::StrCat("cannot map '", path, "': ", std::strerror(err)));
+    }
+    file->base_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+  GLOSSA_RETURN_IF_ERROR(file->ParseHeader(verify_checksums));
+  return file;
+}
+
+ModelFile::~ModelFile() {
+  if (base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), size_);
+}
+
+absl::Status ModelFile::ParseHeader(bool verify_checksums) {
+  const std::string where = absl::StrCat("model file '", path_, "'");
+  if (size_ < kPreambleSize) {
+    return absl::DataLossError(absl::StrCat(where, " is truncated: ", size_,
+                                            " bytes, less than the 24-byte preamble"));
+  }
+  if (std::memcmp(base_, kMagic, sizeof(kMagic)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, " is not a Glossa model file (bad magic; expected \"GLOSSAMF\"). Convert Hugging "
+               "Face models with model_tools/glossa-convert"));
+  }
+  const uint32_t version = ReadLE<uint32_t>(base_ + 8);
+  if (version > kModelFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, " has format version ", version, ", newer than this build reads (",
+        kModelFormatVersion, "): upgrade Glossa or convert the model with a matching converter"));
+  }
+  if (version == 0) return absl::InvalidArgumentError(absl::StrCat(where, " has format version 0"));
+  const uint32_t header_crc = ReadLE<uint32_t>(base_ + 12);
+  const uint64_t header_size = ReadLE<uint64_t>(base_ + 16);
+  if (header_size > size_ - kPreambleSize) {
+    return absl::DataLossError(absl::StrCat(where, " is truncated: its header needs ", header_size,
+                                            " bytes but the file has ", size_ - kPreambleSize,
+                                            " after the preamble"));
+  }
+  const uint8_t* header = base_ + kPreambleSize;
+  if (Crc32(header, header_size) != header_crc) {
+    return absl::DataLossError(absl::StrCat(where, ": header checksum mismatch (file corrupted)"));
+  }
+  header_ = nlohmann::json::parse(header, header + header_size, nullptr, /*allow_exceptions=*/false);
+  if (header_.is_discarded() || !header_.is_object() || !header_.contains("tensors") ||
+      !header_["tensors"].is_array()) {
+    return absl::DataLossError(absl::StrCat(where, ": header is not valid JSON with a tensor list"));
+  }
+  absl::flat_hash_map<uint64_t, uint32_t> verified;  // offset -> crc, so aliases are summed once
+  for (const auto& entry : header_["tensors"]) {
+    absl::Status s = AddTensor(entry, verify_checksums, verified);
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelFile::AddTensor(const nlohmann::json& entry, bool verify_checksums,
+                                  absl::flat_hash_map<uint64_t, uint32_t>& verified) {
+  TensorView t;
+  uint64_t offset = 0;
+  uint32_t crc = 0;
+  std::string dtype;
+  try {
+    t.name = entry.at("name").get<std::string>();
+    dtype = entry.at("dtype").get<std::string>();
+    t.shape = entry.at("shape").get<std::vector<int64_t>>();
+    offset = entry.at("offset").get<uint64_t>();
+    t.size_bytes = entry.at("size").get<uint64_t>();
+    crc = entry.at("crc32").get<uint32_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat("malformed tensor entry ", entry.dump().substr(0, 200),
+                                            ": ", e.what()));
+  }
+  GLOSSA_ASSIGN_OR_RETURN(t.dtype, ParseDType(dtype, t.name));
+  for (int64_t d : t.shape) {
+    if (d < 0 || d > (int64_t{1} << 40)) {
+      return absl::DataLossError(absl::StrCat("tensor '", t.name, "' has an invalid shape"));
+    }
+  }
+  const uint64_t element = t.dtype == DType::kFloat32 ? 4 : 1;
+  if (static_cast<uint64_t>(t.NumElements()) * element != t.size_bytes) {
+    return absl::DataLossError(absl::StrCat("tensor '", t.name, "' of shape ", t.ShapeString(),
+                                            " and dtype ", dtype, " cannot hold ", t.size_bytes,
+                                            " bytes"));
+  }
+  if (offset % kAlignment != 0) {
+    return absl::DataLossError(
+        absl::StrCat("tensor '", t.name, "' starts at offset ", offset, ", not 64-byte aligned"));
+  }
+  if (offset > size_ || t.size_bytes > size_ - offset) {
+    return absl::DataLossError(absl::StrCat("tensor '", t.name, "' (bytes ", offset, "..",
+                                            offset + t.size_bytes, ") extends past the end of the ",
+                                            size_, "-byte file: the file is truncated"));
+  }
+  t.data = base_ + offset;
+  if (verify_checksums) {
+    auto it = verified.find(offset);
+    const uint32_t actual =
+        it != verified.end() ? it->second : Crc32(base_ + offset, t.size_bytes);
+    verified.emplace(offset, actual);
+    if (actual != crc) {
+      return absl::DataLossError(
+          absl::StrCat("checksum mismatch in tensor '", t.name, "' (file corrupted)"));
+    }
+  }
+  if (!tensors_.emplace(t.name, t).second) {
+    return absl::DataLossError(absl::StrCat("tensor '", t.name, "' is listed twice"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const TensorView*> ModelFile::Tensor(absl::string_view name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("model file '", path_, "' is missing tensor '", name, "'"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<const float*> ModelFile::FloatTensor(absl::string_view name,
+                                                    const std::vector<int64_t>& shape) const {
+  GLOSSA_ASSIGN_OR_RETURN(const TensorView* t, Tensor(name));
+  TensorView expected;
+  expected.shape = shape;
+  if (t->dtype != DType::kFloat32 || t->shape != shape) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model file '", path_, "': tensor '", name, "' has shape ", t->ShapeString(),
+                     t->dtype == DType::kFloat32 ? "" : " (not float32)", ", expected ",
+                     expected.ShapeString(), " float32"));
+  }
+  return t->f32();
+}
+
+absl::StatusOr<std::string> ModelFile::Bytes(absl::string_view name) const {
+  GLOSSA_ASSIGN_OR_RETURN(const TensorView* t, Tensor(name));
+  return std::string(static_cast<const char*>(t->data), t->size_bytes);
+}
+
+}  // namespace glossa

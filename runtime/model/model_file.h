@@ -1,0 +1,78 @@
+// Reads a Glossa model file: a preamble, a JSON header and 64-byte-aligned tensors, mapped
+// read-only so that several server processes share its pages. See model_tools/glossa_model.py for
+// the writer and the format.
+//
+//   [0,8) "GLOSSAMF"  [8,12) u32 format version  [12,16) u32 crc32(header)  [16,24) u64 header size
+//   [24, 24+size) JSON header   ... tensors at absolute 64-byte-aligned offsets
+//
+// Open() validates everything before anyone reads a weight: preamble, version, header checksum,
+// every tensor's bounds, size and crc32. Errors name the problem and the file.
+#ifndef GLOSSA_RUNTIME_MODEL_MODEL_FILE_H_
+#define GLOSSA_RUNTIME_MODEL_MODEL_FILE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace glossa {
+
+inline constexpr uint32_t kModelFormatVersion = 1;
+
+enum class DType { kFloat32, kBytes };
+
+struct TensorView {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  uint64_t size_bytes = 0;
+
+  const float* f32() const { return static_cast<const float*>(data); }
+  int64_t NumElements() const;
+  std::string ShapeString() const;
+};
+
+class ModelFile {
+ public:
+  // Maps and validates `path`. With verify_checksums false the tensor crc32s are not computed
+  // (bounds and sizes are still checked).
+  static absl::StatusOr<std::unique_ptr<ModelFile>> Open(const std::string& path,
+                                                         bool verify_checksums = true);
+  ~ModelFile();
+  ModelFile(const ModelFile&) = delete;
+  ModelFile& operator=(const ModelFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const nlohmann::json& header() const { return header_; }
+  uint64_t size_bytes() const { return size_; }
+
+  // A tensor by name; NOT_FOUND names the tensor and the file.
+  absl::StatusOr<const TensorView*> Tensor(absl::string_view name) const;
+  // A float tensor with exactly this shape; INVALID_ARGUMENT says what was found instead.
+  absl::StatusOr<const float*> FloatTensor(absl::string_view name,
+                                           const std::vector<int64_t>& shape) const;
+  absl::StatusOr<std::string> Bytes(absl::string_view name) const;
+  bool Has(absl::string_view name) const { return tensors_.contains(name); }
+
+ private:
+  ModelFile() = default;
+  absl::Status ParseHeader(bool verify_checksums);
+  absl::Status AddTensor(const nlohmann::json& entry, bool verify_checksums,
+                         absl::flat_hash_map<uint64_t, uint32_t>& verified);
+
+  std::string path_;
+  const uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+  nlohmann::json header_;
+  absl::flat_hash_map<std::string, TensorView> tensors_;
+};
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_MODEL_MODEL_FILE_H_

@@ -1,0 +1,64 @@
+// Typed views of a model's weights, found by name once at load (never looked up per step).
+#ifndef GLOSSA_RUNTIME_MODEL_WEIGHTS_H_
+#define GLOSSA_RUNTIME_MODEL_WEIGHTS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/config.h"
+#include "model/model_file.h"
+#include "ops/linear.h"
+
+namespace glossa {
+
+struct LayerNormWeights {
+  const float* gamma = nullptr;  // [d_model]
+  const float* beta = nullptr;   // [d_model]
+};
+
+struct AttentionWeights {
+  std::unique_ptr<Linear> q, k, v, out;  // each [d_model -> d_model]
+};
+
+struct EncoderLayerWeights {
+  AttentionWeights self_attn;
+  LayerNormWeights self_attn_norm;
+  std::unique_ptr<Linear> fc1;  // d_model -> ffn, activation fused
+  std::unique_ptr<Linear> fc2;  // ffn -> d_model
+  LayerNormWeights final_norm;
+};
+
+struct DecoderLayerWeights {
+  AttentionWeights self_attn;
+  LayerNormWeights self_attn_norm;
+  AttentionWeights cross_attn;
+  LayerNormWeights cross_attn_norm;
+  std::unique_ptr<Linear> fc1;
+  std::unique_ptr<Linear> fc2;
+  LayerNormWeights final_norm;
+};
+
+struct StackWeights {
+  const float* embed_tokens = nullptr;     // [vocab, d_model]
+  const float* embed_positions = nullptr;  // [max_positions, d_model]
+  LayerNormWeights embedding_norm;         // when config.layernorm_embedding
+  LayerNormWeights final_norm;             // when config.final_layer_norm
+};
+
+struct ModelWeights {
+  StackWeights encoder;
+  StackWeights decoder;
+  std::vector<EncoderLayerWeights> encoder_layers;
+  std::vector<DecoderLayerWeights> decoder_layers;
+  std::unique_ptr<Linear> lm_head;  // d_model -> target vocab, final_logits_bias fused
+};
+
+// Finds every tensor the config calls for, checking shapes; names the first that is missing.
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
+                                                          const ModelConfig& config);
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_MODEL_WEIGHTS_H_

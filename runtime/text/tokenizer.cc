@@ -1,0 +1,129 @@
+#include "text/tokenizer.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "util/status_macros.h"
+
+namespace glossa {
+namespace {
+
+absl::StatusOr<std::vector<std::string>> ReadVocab(const nlohmann::json& tokenizer,
+                                                   const char* key, int size) {
+  if (!tokenizer.contains(key) || !tokenizer[key].is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat("model header: tokenizer.", key, " is missing"));
+  }
+  auto vocab = tokenizer[key].get<std::vector<std::string>>();
+  if (static_cast<int>(vocab.size()) != size) {
+    return absl::InvalidArgumentError(absl::StrCat("model header: tokenizer.", key, " has ",
+                                                   vocab.size(), " pieces, the config says ", size));
+  }
+  return vocab;
+}
+
+absl::StatusOr<std::unique_ptr<SpmProcessor>> LoadSpm(const ModelFile& file,
+                                                      const nlohmann::json& tokenizer,
+                                                      const char* key) {
+  GLOSSA_ASSIGN_OR_RETURN(std::string bytes, file.Bytes(tokenizer.value(key, "")));
+  std::string error;
+  auto spm = SpmProcessor::Load(bytes, &error);
+  if (spm == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model file '", file.path(), "': bad SentencePiece model ", key, ": ", error));
+  }
+  return spm;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const ModelFile& file,
+                                                           const ModelConfig& config) {
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  const nlohmann::json tokenizer = file.header().value("tokenizer", nlohmann::json::object());
+  try {
+    GLOSSA_ASSIGN_OR_RETURN(t->source_spm_, LoadSpm(file, tokenizer, "source_spm"));
+    GLOSSA_ASSIGN_OR_RETURN(t->target_spm_, LoadSpm(file, tokenizer, "target_spm"));
+    GLOSSA_ASSIGN_OR_RETURN(std::vector<std::string> source,
+                            ReadVocab(tokenizer, "source_vocab", config.source_vocab_size));
+    if (config.shared_vocab) {
+      t->target_vocab_ = source;
+    } else {
+      GLOSSA_ASSIGN_OR_RETURN(t->target_vocab_,
+                              ReadVocab(tokenizer, "target_vocab", config.target_vocab_size));
+    }
+    for (int i = 0; i < static_cast<int>(source.size()); ++i) t->source_ids_.emplace(source[i], i);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("model header: bad tokenizer entry: ", e.what()));
+  }
+  t->unk_id_ = config.unk_id;
+  t->eos_id_ = config.eos_id;
+  t->special_target_.assign(t->target_vocab_.size(), false);
+  for (int id : {config.pad_id, config.eos_id, config.unk_id}) {
+    if (id >= 0 && id < static_cast<int>(t->target_vocab_.size())) t->special_target_[id] = true;
+  }
+  return t;
+}
+
+absl::StatusOr<std::vector<int>> Tokenizer::EncodeSource(absl::string_view text) const {
+  if (!IsValidUtf8(text)) {
+    return absl::InvalidArgumentError("text is not valid UTF-8: send UTF-8 encoded text");
+  }
+  std::vector<int> ids;
+  for (const std::string& piece : source_spm_->Encode(std::string_view(text.data(), text.size()))) {
+    auto it = source_ids_.find(piece);
+    ids.push_back(it == source_ids_.end() ? unk_id_ : it->second);
+  }
+  ids.push_back(eos_id_);
+  return ids;
+}
+
+std::string Tokenizer::DecodeTarget(const std::vector<int>& ids) const {
+  std::vector<std::string> pieces;
+  pieces.reserve(ids.size());
+  for (int id : ids) {
+    if (id < 0 || id >= static_cast<int>(target_vocab_.size()) || special_target_[id]) continue;
+    pieces.push_back(target_vocab_[id]);
+  }
+  std::string text = target_spm_->Decode(pieces);
+  absl::StrReplaceAll({{"\xE2\x96\x81", " "}}, &text);  // U+2581, as MarianTokenizer does
+  return std::string(absl::StripAsciiWhitespace(text));
+}
+
+bool IsValidUtf8(absl::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    int len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (int k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+}  // namespace glossa

@@ -1,0 +1,48 @@
+// Marian's tokenization, as Hugging Face's MarianTokenizer does it: the source SentencePiece
+// model splits text into pieces, the vocabulary maps pieces to ids (unknown pieces -> <unk>),
+// and </s> ends the source. Target ids map back to pieces, special ids (pad, eos, unk) are
+// skipped, the target SentencePiece model joins the pieces, and the text is stripped.
+#ifndef GLOSSA_RUNTIME_TEXT_TOKENIZER_H_
+#define GLOSSA_RUNTIME_TEXT_TOKENIZER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/config.h"
+#include "model/model_file.h"
+#include "text/spm_processor.h"
+
+namespace glossa {
+
+class Tokenizer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const ModelFile& file,
+                                                         const ModelConfig& config);
+
+  // Source ids ending with </s>. INVALID_ARGUMENT for text that is not valid UTF-8.
+  absl::StatusOr<std::vector<int>> EncodeSource(absl::string_view text) const;
+  // The text of target ids; special ids are skipped.
+  std::string DecodeTarget(const std::vector<int>& ids) const;
+  // The text of one target id as it would appear inside a decoded sentence ("▁" as a space).
+  const std::string& TargetPiece(int id) const { return target_vocab_[id]; }
+
+ private:
+  Tokenizer() = default;
+  std::unique_ptr<SpmProcessor> source_spm_, target_spm_;
+  absl::flat_hash_map<std::string, int> source_ids_;
+  std::vector<std::string> target_vocab_;
+  std::vector<bool> special_target_;
+  int unk_id_ = 0;
+  int eos_id_ = 0;
+};
+
+// True when `text` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
+bool IsValidUtf8(absl::string_view text);
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_TEXT_TOKENIZER_H_

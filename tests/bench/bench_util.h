@@ -1,0 +1,36 @@
+// Small helpers for glossa-bench: reading inputs, parsing flag lists, statistics and /proc.
+#ifndef GLOSSA_TESTS_BENCH_BENCH_UTIL_H_
+#define GLOSSA_TESTS_BENCH_BENCH_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace glossa::bench {
+
+// The first `limit` lines of `path` (all when limit <= 0), trailing '\r' removed.
+absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& path, int limit);
+
+// "1,4" -> {1, 4}; INVALID_ARGUMENT naming the flag for anything but positive integers.
+absl::StatusOr<std::vector<int>> ParseIntList(const std::string& flag, const std::string& text);
+
+// The p-th percentile (0..100) of `values`, linearly interpolated between closest ranks
+// (numpy's default); 0 for an empty list.
+double Percentile(std::vector<double> values, double p);
+
+// A "Vm*" field of /proc/self/status (e.g. "VmHWM", "VmRSS") in MiB; -1 when unreadable.
+double ProcStatusMb(const std::string& key);
+
+// `value` rounded to `decimals` places after the point (for readable JSON).
+double Round(double value, int decimals);
+
+// The 1-minute load average from /proc/loadavg; -1 when unreadable.
+double LoadAverage();
+
+// "model name" of the first CPU in /proc/cpuinfo, or "unknown".
+std::string CpuModel();
+
+}  // namespace glossa::bench
+
+#endif  // GLOSSA_TESTS_BENCH_BENCH_UTIL_H_

@@ -1,0 +1,175 @@
+// Damaged model files are refused at load with a message naming the problem.
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "common/test_util.h"
+#include "engine/model.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/model_file.h"
+
+namespace glossa {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class ModelFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    original_ = ReadFile(testing::DemoModelPath());
+    ASSERT_GT(original_.size(), 1000u) << "demo model missing: " << testing::DemoModelPath();
+    path_ = ::testing::TempDir() + "/damaged_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".glossa";
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  // Loads `bytes` as a model file and returns the error (the test fails if it loads).
+  absl::Status LoadBytes(const std::string& bytes) {
+    std::ofstream(path_, std::ios::binary) << bytes;
+    auto model = Model::Load(path_);
+    EXPECT_FALSE(model.ok()) << "a damaged file loaded";
+    return model.ok() ? absl::OkStatus() : model.status();
+  }
+
+  uint64_t HeaderSize() const {
+    uint64_t n;
+    std::memcpy(&n, original_.data() + 16, 8);
+    return n;
+  }
+  nlohmann::json Header() const { return nlohmann::json::parse(original_.substr(24, HeaderSize())); }
+
+  // The original file with a new JSON header of the same size (padded with spaces) and checksum.
+  std::string WithHeader(const nlohmann::json& header) const {
+    std::string text = header.dump();
+    EXPECT_LE(text.size(), HeaderSize());
+    text.resize(HeaderSize(), ' ');
+    std::string bytes = original_;
+    bytes.replace(24, text.size(), text);
+    const uint32_t crc = static_cast<uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
+    std::memcpy(&bytes[12], &crc, 4);
+    return bytes;
+  }
+
+  std::string original_;
+  std::string path_;
+};
+
+TEST_F(ModelFileTest, TheDemoModelLoads) {
+  auto model = Model::Load(testing::DemoModelPath());
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->config().d_model, 256);
+}
+
+TEST_F(ModelFileTest, MissingFileIsNotFound) {
+  auto model = Model::Load("/nonexistent/model.glossa");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(model.status().message(), HasSubstr("/nonexistent/model.glossa"));
+}
+
+TEST_F(ModelFileTest, TruncatedPreamble) {
+  const absl::Status s = LoadBytes(original_.substr(0, 10));
+  EXPECT_THAT(s.message(), HasSubstr("truncated"));
+}
+
+TEST_F(ModelFileTest, TruncatedTensors) {
+  const absl::Status s = LoadBytes(original_.substr(0, original_.size() / 2));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("truncated"));
+  EXPECT_THAT(s.message(), HasSubstr("extends past the end"));
+}
+
+TEST_F(ModelFileTest, TruncatedHeader) {
+  const absl::Status s = LoadBytes(original_.substr(0, 100));
+  EXPECT_THAT(s.message(), HasSubstr("truncated"));
+}
+
+TEST_F(ModelFileTest, BitFlipInATensor) {
+  std::string bytes = original_;
+  bytes[bytes.size() - 1000] ^= 0x10;
+  const absl::Status s = LoadBytes(bytes);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("checksum mismatch in tensor"));
+}
+
+TEST_F(ModelFileTest, BitFlipInTheHeader) {
+  std::string bytes = original_;
+  bytes[40] ^= 0x01;
+  EXPECT_THAT(LoadBytes(bytes).message(), HasSubstr("header checksum mismatch"));
+}
+
+TEST_F(ModelFileTest, WrongMagic) {
+  std::string bytes = original_;
+  bytes[0] = 'X';
+  const absl::Status s = LoadBytes(bytes);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("not a Glossa model file"));
+}
+
+TEST_F(ModelFileTest, FutureVersion) {
+  std::string bytes = original_;
+  const uint32_t version = 7;
+  std::memcpy(&bytes[8], &version, 4);
+  const absl::Status s = LoadBytes(bytes);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("format version 7, newer than this build reads"));
+}
+
+TEST_F(ModelFileTest, MissingTensor) {
+  nlohmann::json header = Header();
+  auto& tensors = header["tensors"];
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i]["name"] == "decoder.layers.2.fc2.bias") tensors.erase(i);
+  }
+  const absl::Status s = LoadBytes(WithHeader(header));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("missing tensor 'decoder.layers.2.fc2.bias'"));
+}
+
+TEST_F(ModelFileTest, WrongShape) {
+  nlohmann::json header = Header();
+  for (auto& t : header["tensors"]) {
+    if (t["name"] == "encoder.layers.1.fc1.weight") t["shape"] = {256, 1024};
+  }
+  const absl::Status s = LoadBytes(WithHeader(header));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("'encoder.layers.1.fc1.weight' has shape [256,1024], "
+                                     "expected [1024,256]"));
+}
+
+TEST_F(ModelFileTest, SizeThatDoesNotMatchTheShape) {
+  nlohmann::json header = Header();
+  for (auto& t : header["tensors"]) {
+    if (t["name"] == "final_logits_bias") t["shape"] = {15316};
+  }
+  EXPECT_THAT(LoadBytes(WithHeader(header)).message(), HasSubstr("cannot hold"));
+}
+
+TEST_F(ModelFileTest, UnsupportedConfigValueIsNamed) {
+  nlohmann::json header = Header();
+  header["config"]["activation"] = "mish";
+  EXPECT_THAT(LoadBytes(WithHeader(header)).message(), HasSubstr("config.activation 'mish'"));
+}
+
+TEST_F(ModelFileTest, HeaderThatIsNotJson) {
+  nlohmann::json header = Header();
+  std::string bytes = WithHeader(header);
+  bytes[24] = '#';
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(bytes.data() + 24), static_cast<uInt>(HeaderSize())));
+  std::memcpy(&bytes[12], &crc, 4);
+  EXPECT_THAT(LoadBytes(bytes).message(), HasSubstr("not valid JSON"));
+}
+
+}  // namespace
+}  // namespace glossa

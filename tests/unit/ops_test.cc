@@ -1,0 +1,189 @@
+// Ops against naive C++ references on random and edge shapes (relative error <= 1e-5).
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "layers/attention.h"
+#include "ops/linear.h"
+#include "ops/ops.h"
+
+namespace glossa {
+namespace {
+
+std::vector<float> Random(size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Relative error in the max norm: |a_i - b_i| <= tol * max(1, max_j |b_j|) for every i. (An
+// element-wise relative bound is meaningless for outputs that are sums of large cancelling terms.)
+void ExpectClose(const std::vector<float>& actual, const std::vector<double>& expected,
+                 double tol = 1e-5) {
+  ASSERT_EQ(actual.size(), expected.size());
+  double scale = 1.0;
+  for (double e : expected) scale = std::max(scale, std::abs(e));
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_NEAR(actual[i], expected[i], tol * scale) << "at element " << i;
+  }
+}
+
+double ApplyActivation(Activation a, double x) {
+  switch (a) {
+    case Activation::kRelu:
+      return x > 0 ? x : 0;
+    case Activation::kSwish:
+      return x / (1 + std::exp(-x));
+    case Activation::kGelu:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::kGeluTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::kNone:
+      break;
+  }
+  return x;
+}
+
+struct LinearCase {
+  int64_t rows, in, out;
+  Activation activation;
+  bool bias;
+  bool accumulate;
+};
+
+class LinearTest : public ::testing::TestWithParam<LinearCase> {};
+
+TEST_P(LinearTest, MatchesNaiveReference) {
+  const LinearCase c = GetParam();
+  std::mt19937 rng(c.rows * 131 + c.in * 7 + c.out);
+  const auto x = Random(c.rows * c.in, rng), w = Random(c.out * c.in, rng, 0.2f),
+             b = Random(c.out, rng);
+  auto y = Random(c.rows * c.out, rng);
+  const auto y0 = y;
+  Linear linear(w.data(), c.bias ? b.data() : nullptr, c.in, c.out, c.activation);
+  for (int repeat = 0; repeat < 2; ++repeat) {  // the second call reuses the cached primitive
+    y = y0;
+    linear.Forward(x.data(), c.rows, y.data(), c.accumulate);
+    std::vector<double> expected(c.rows * c.out);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      for (int64_t o = 0; o < c.out; ++o) {
+        double acc = c.bias ? b[o] : 0.0;
+        for (int64_t i = 0; i < c.in; ++i) acc += double{x[r * c.in + i]} * w[o * c.in + i];
+        acc = ApplyActivation(c.activation, acc);
+        expected[r * c.out + o] = c.accumulate ? acc + y0[r * c.out + o] : acc;
+      }
+    }
+    ExpectClose(y, expected, c.activation == Activation::kNone ? 1e-5 : 2e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LinearTest,
+    ::testing::Values(LinearCase{1, 1, 1, Activation::kNone, true, false},
+                      LinearCase{1, 256, 256, Activation::kNone, true, false},
+                      LinearCase{3, 7, 5, Activation::kNone, false, false},
+                      LinearCase{17, 33, 65, Activation::kRelu, true, false},
+                      LinearCase{8, 256, 1024, Activation::kSwish, true, false},
+                      LinearCase{5, 64, 48, Activation::kGelu, true, false},
+                      LinearCase{5, 64, 48, Activation::kGeluTanh, true, false},
+                      LinearCase{32, 1024, 256, Activation::kNone, true, true},
+                      LinearCase{1, 256, 15315, Activation::kNone, true, false},
+                      LinearCase{130, 31, 3, Activation::kNone, true, true}));
+
+TEST(OpsTest, LayerNormMatchesReference) {
+  std::mt19937 rng(1);
+  for (int64_t dim : {1, 2, 7, 256, 1000}) {
+    const int64_t rows = 5;
+    auto x = Random(rows * dim, rng, 3.0f);
+    const auto g = Random(dim, rng), b = Random(dim, rng);
+    std::vector<double> expected(rows * dim);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < dim; ++i) mean += x[r * dim + i];
+      mean /= dim;
+      for (int64_t i = 0; i < dim; ++i) var += (x[r * dim + i] - mean) * (x[r * dim + i] - mean);
+      var /= dim;
+      for (int64_t i = 0; i < dim; ++i) {
+        expected[r * dim + i] = (x[r * dim + i] - mean) / std::sqrt(var + 1e-5) * g[i] + b[i];
+      }
+    }
+    ops::LayerNorm(x.data(), rows, dim, g.data(), b.data(), 1e-5f);
+    ExpectClose(x, expected, 1e-5);
+  }
+}
+
+TEST(OpsTest, SoftmaxAndLogSoftmaxMatchReference) {
+  std::mt19937 rng(2);
+  for (int64_t n : {1, 2, 9, 15315}) {
+    auto x = Random(n, rng, 5.0f);
+    x[0] = 80.0f;  // large values must not overflow
+    std::vector<double> soft(n), log_soft(n);
+    double max = -INFINITY, sum = 0;
+    for (float v : x) max = std::max<double>(max, v);
+    for (float v : x) sum += std::exp(v - max);
+    for (int64_t i = 0; i < n; ++i) {
+      soft[i] = std::exp(x[i] - max) / sum;
+      log_soft[i] = x[i] - max - std::log(sum);
+    }
+    auto s = x, l = x;
+    ops::Softmax(s.data(), n);
+    ops::LogSoftmax(l.data(), n);
+    ExpectClose(s, soft);
+    ExpectClose(l, log_soft);
+  }
+}
+
+TEST(OpsTest, LogSoftmaxKeepsMinusInfinity) {
+  std::vector<float> x = {1.0f, -INFINITY, 2.0f};
+  ops::LogSoftmax(x.data(), 3);
+  EXPECT_TRUE(std::isinf(x[1]) && x[1] < 0);
+  EXPECT_NEAR(std::exp(x[0]) + std::exp(x[2]), 1.0, 1e-6);
+}
+
+TEST(OpsTest, ArgMaxTakesTheFirstOfTies) {
+  const std::vector<float> x = {1, 3, 2, 3};
+  EXPECT_EQ(ops::ArgMax(x.data(), 4), 1);
+  const std::vector<float> one = {-INFINITY};
+  EXPECT_EQ(ops::ArgMax(one.data(), 1), 0);
+}
+
+TEST(OpsTest, EmbedTokensScalesAndAddsPositions) {
+  const std::vector<float> table = {1, 2, 3, 4, 5, 6};   // 3 tokens x 2
+  const std::vector<float> pos = {10, 20, 30, 40};       // 2 positions x 2
+  const std::vector<int> ids = {2, 0}, positions = {1, 0};
+  std::vector<float> out(4);
+  ops::EmbedTokens(table.data(), pos.data(), ids.data(), positions.data(), 2, 2, 2.0f, out.data());
+  EXPECT_EQ(out, (std::vector<float>{40, 52, 12, 24}));
+}
+
+TEST(AttentionTest, MatchesNaiveReference) {
+  std::mt19937 rng(3);
+  for (auto [heads, head_dim, keys] : {std::tuple{1, 1, 1}, {4, 64, 37}, {2, 3, 5}, {8, 16, 200}}) {
+    const int d = heads * head_dim;
+    const auto q = Random(d, rng), k = Random(keys * d, rng), v = Random(keys * d, rng);
+    std::vector<float> out(d), scores(keys);
+    AttendRow(
+        q.data(), heads, head_dim, keys, [&](int t) { return k.data() + t * d; },
+        [&](int t) { return v.data() + t * d; }, scores.data(), out.data());
+    std::vector<double> expected(d, 0.0);
+    for (int h = 0; h < heads; ++h) {
+      std::vector<double> s(keys);
+      double max = -INFINITY, sum = 0;
+      for (int t = 0; t < keys; ++t) {
+        s[t] = 0;
+        for (int i = 0; i < head_dim; ++i) s[t] += double{q[h * head_dim + i]} * k[t * d + h * head_dim + i];
+        max = std::max(max, s[t]);
+      }
+      for (double& e : s) sum += (e = std::exp(e - max));
+      for (int t = 0; t < keys; ++t) {
+        for (int i = 0; i < head_dim; ++i) expected[h * head_dim + i] += s[t] / sum * v[t * d + h * head_dim + i];
+      }
+    }
+    ExpectClose(out, expected, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace glossa

@@ -1,0 +1,136 @@
+// Search on a toy "model" whose logits are a fixed pseudo-random function of the prefix.
+#include "decode/search.h"
+
+#include <cmath>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "ops/ops.h"
+
+namespace glossa {
+namespace {
+
+constexpr int kVocab = 6, kEos = 0, kStart = 5;
+
+std::vector<float> ToyLogits(const std::vector<int>& prefix) {
+  uint64_t seed = 1469598103934665603ull;
+  for (int t : prefix) seed = (seed ^ static_cast<uint64_t>(t + 1)) * 1099511628211ull;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> logits(kVocab);
+  for (float& l : logits) l = dist(rng);
+  logits[kEos] -= 1.0f;  // make sentences a few tokens long
+  return logits;
+}
+
+SearchVocab ToyVocab() {
+  SearchVocab v;
+  v.vocab_size = kVocab;
+  v.eos_id = kEos;
+  v.decoder_start_id = kStart;
+  v.forced_eos_id = kEos;
+  v.banned_ids = {kStart};
+  return v;
+}
+
+// Runs a search to the end. Like the KV cache, the toy remembers each (position, slot)'s input
+// token and rebuilds a beam's prefix through its ancestry, so beam reordering is exercised too.
+std::vector<Hypothesis> RunToy(const SearchOptions& options) {
+  Search search(options, ToyVocab());
+  std::vector<std::vector<int>> table;  // [position][slot] input token
+  while (!search.done()) {
+    const int t = search.step();
+    table.emplace_back(options.beam_size, -1);
+    std::vector<float> logits;
+    for (int b = 0; b < search.active_beams(); ++b) {
+      EXPECT_EQ(search.ancestry(b)[t], b);
+      table[t][b] = search.input_token(b);
+      std::vector<int> prefix;
+      for (int p = 0; p <= t; ++p) prefix.push_back(table[p][search.ancestry(b)[p]]);
+      EXPECT_EQ(prefix[0], kStart);
+      const auto row = ToyLogits(prefix);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    search.Advance(logits.data());
+    if (t > 1000) {
+      ADD_FAILURE() << "search does not end";
+      break;
+    }
+  }
+  return search.Results();
+}
+
+// Sum of log-probabilities of `tokens` under the toy model, with the forced EOS counting 0.
+double ToyLogProb(const std::vector<int>& tokens, int max_new_tokens) {
+  std::vector<int> prefix = {kStart};
+  double sum = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    auto logits = ToyLogits(prefix);
+    ops::LogSoftmax(logits.data(), kVocab);
+    if (static_cast<int>(i) != max_new_tokens - 1) sum += logits[tokens[i]];
+    prefix.push_back(tokens[i]);
+  }
+  return sum;
+}
+
+TEST(SearchTest, GreedyFollowsTheArgmaxAndScoresLogProbs) {
+  SearchOptions o;
+  o.beam_size = 1;
+  o.max_new_tokens = 50;
+  const auto hyps = RunToy(o);
+  ASSERT_EQ(hyps.size(), 1u);
+  std::vector<int> prefix = {kStart};
+  for (int token : hyps[0].tokens) {
+    auto logits = ToyLogits(prefix);
+    logits[kStart] = -INFINITY;
+    EXPECT_EQ(token, ops::ArgMax(logits.data(), kVocab));
+    EXPECT_NE(token, kStart) << "a banned id was generated";
+    prefix.push_back(token);
+  }
+  EXPECT_NEAR(hyps[0].score, ToyLogProb(hyps[0].tokens, o.max_new_tokens), 1e-5);
+}
+
+TEST(SearchTest, LengthLimitForcesEos) {
+  for (int beams : {1, 3}) {
+    SearchOptions o;
+    o.beam_size = beams;
+    o.max_new_tokens = 2;
+    o.num_hypotheses = beams;
+    for (const Hypothesis& h : RunToy(o)) {
+      ASSERT_LE(h.tokens.size(), 2u);
+      EXPECT_EQ(h.tokens.back(), kEos);
+    }
+  }
+}
+
+TEST(SearchTest, BeamNBestIsSortedAndScoredLikeHuggingFace) {
+  for (float penalty : {1.0f, 0.6f, 2.0f}) {
+    SearchOptions o;
+    o.beam_size = 4;
+    o.num_hypotheses = 4;
+    o.max_new_tokens = 30;
+    o.length_penalty = penalty;
+    const auto hyps = RunToy(o);
+    ASSERT_EQ(hyps.size(), 4u);
+    for (size_t i = 0; i < hyps.size(); ++i) {
+      if (i > 0) EXPECT_GE(hyps[i - 1].score, hyps[i].score);
+      const auto& tokens = hyps[i].tokens;
+      EXPECT_EQ(tokens.back(), kEos);
+      for (int t : tokens) EXPECT_NE(t, kStart);
+      const double expected = ToyLogProb(tokens, o.max_new_tokens) /
+                              std::pow(static_cast<double>(tokens.size()), penalty);
+      EXPECT_NEAR(hyps[i].score, expected, 1e-4) << "hypothesis " << i;
+    }
+  }
+}
+
+TEST(SearchTest, NumHypothesesIsClampedToTheBeam) {
+  SearchOptions o;
+  o.beam_size = 2;
+  o.num_hypotheses = 9;
+  o.max_new_tokens = 20;
+  EXPECT_EQ(RunToy(o).size(), 2u);
+}
+
+}  // namespace
+}  // namespace glossa

@@ -170,6 +170,19 @@ void Search::PrepareNextStep() {
   for (int b = 0; b < active_beams(); ++b) beams_[b].ancestry.push_back(b);
 }
 
+std::vector<int> Search::StablePrefix() const {
+  if (done_) return Results().front().tokens;
+  std::vector<int> prefix = beams_.front().tokens;
+  auto narrow = [&](const std::vector<int>& tokens) {
+    size_t n = 0;
+    while (n < prefix.size() && n < tokens.size() && prefix[n] == tokens[n]) ++n;
+    prefix.resize(n);
+  };
+  for (const Beam& b : beams_) narrow(b.tokens);
+  for (const Finished& f : finished_) narrow(f.tokens);
+  return prefix;
+}
+
 std::vector<Hypothesis> Search::Results() const {
   // Hugging Face sorts by score (stable) and pops from the end: best first, later-added first on
   // ties.

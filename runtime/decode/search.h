@@ -55,6 +55,10 @@ class Search {
   // Consumes this step's logits, [active_beams(), vocab_size], overwritten as scratch.
   void Advance(float* logits);
 
+  // Tokens every possible final result starts with: the common prefix of the running beams and
+  // the finished hypotheses (for greedy, all tokens so far). Streaming sends these.
+  std::vector<int> StablePrefix() const;
+
   // The n-best list, best first. Valid once done().
   std::vector<Hypothesis> Results() const;
 

@@ -14,6 +14,8 @@
 
 namespace glossa {
 
+struct JobState;  // engine.h: the request a group belongs to
+
 struct SequenceGroup {
   SequenceGroup(const Search& search, std::shared_ptr<const EncodedBatch> batch, int source,
                 std::unique_ptr<KvCache> cache)
@@ -22,7 +24,10 @@ struct SequenceGroup {
   std::shared_ptr<const EncodedBatch> batch;
   int source;  // index into batch
   std::unique_ptr<KvCache> cache;
-  int id = 0;  // caller's tag
+  std::shared_ptr<JobState> job;
+  int index = 0;       // which of the job's sources
+  int kv_blocks = 0;   // KV blocks reserved for this group's worst case
+  size_t streamed = 0;  // tokens already reported as stable
 };
 
 class StepBatch {
@@ -31,6 +36,21 @@ class StepBatch {
 
   void Add(std::unique_ptr<SequenceGroup> group);
   bool empty() const { return groups_.empty(); }
+  const std::vector<std::unique_ptr<SequenceGroup>>& groups() const { return groups_; }
+
+  // Moves the groups for which drop(group) holds to *dropped (their KV cache with them).
+  template <typename Pred>
+  void RemoveIf(Pred drop, std::vector<std::unique_ptr<SequenceGroup>>* dropped) {
+    size_t kept = 0;
+    for (auto& g : groups_) {
+      if (drop(*g)) {
+        dropped->push_back(std::move(g));
+      } else {
+        groups_[kept++] = std::move(g);
+      }
+    }
+    groups_.resize(kept);
+  }
   int64_t active_rows() const;
 
   // One decoder step for every group; groups whose search finished are moved to *finished.

@@ -1,0 +1,357 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "util/threads.h"
+
+namespace glossa {
+
+struct JobState {
+  JobState(std::shared_ptr<Job> j) : job(std::move(j)), results(job->sources.size()) {
+    remaining = static_cast<int>(job->sources.size());
+  }
+  std::shared_ptr<Job> job;
+  absl::Mutex mu;
+  std::vector<std::vector<Hypothesis>> results ABSL_GUARDED_BY(mu);
+  int remaining ABSL_GUARDED_BY(mu);
+  bool finished ABSL_GUARDED_BY(mu) = false;
+  std::atomic<bool> done{false};  // lock-free view of `finished`
+};
+
+struct Engine::Worker {
+  explicit Worker(const Model& model) : batch(model) {}
+  StepBatch batch;  // touched only by this worker's thread
+  std::thread thread;
+};
+
+namespace {
+
+int MaxOutputTokens(const Model& model, int requested) {
+  const int limit = std::min(model.info().generation.max_length - 1, model.config().max_positions);
+  return requested <= 0 || requested > limit ? limit : requested;
+}
+
+}  // namespace
+
+Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options)
+    : model_(std::move(model)),
+      options_(options),
+      pool_(KvCache::BlockFloats(model_->config().decoder_layers, model_->config().d_model),
+            std::max<int64_t>(1, options.kv_cache_bytes /
+                                     (KvCache::BlockFloats(model_->config().decoder_layers,
+                                                           model_->config().d_model) * 4))) {
+  const ModelConfig& c = model_->config();
+  options_.max_output_tokens = MaxOutputTokens(*model_, options_.max_output_tokens);
+  options_.workers = std::max(1, options_.workers);
+  vocab_.vocab_size = c.target_vocab_size;
+  vocab_.eos_id = c.eos_id;
+  vocab_.decoder_start_id = c.decoder_start_id;
+  vocab_.forced_eos_id = model_->info().generation.forced_eos_id;
+  vocab_.banned_ids = c.banned_ids;
+  kv_budget_blocks_ = std::max<int64_t>(1, options_.kv_cache_bytes / pool_.block_bytes());
+  for (int i = 0; i < options_.workers; ++i) {
+    workers_.push_back(std::make_unique<Worker>(*model_));
+    Worker* w = workers_.back().get();
+    w->thread = std::thread([this, w] { WorkerLoop(w); });
+  }
+}
+
+Engine::~Engine() { Shutdown(absl::Now()); }
+
+absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
+  SearchOptions s;
+  s.beam_size = o.beam_size > 0 ? o.beam_size : options_.default_beam_size;
+  if (s.beam_size > options_.max_beam_size) {
+    return absl::InvalidArgumentError(absl::StrCat("beam_size ", s.beam_size,
+                                                   " exceeds the server's limit of ",
+                                                   options_.max_beam_size));
+  }
+  s.num_hypotheses = o.num_hypotheses > 0 ? o.num_hypotheses : 1;
+  if (s.num_hypotheses > s.beam_size) {
+    return absl::InvalidArgumentError(absl::StrCat("num_hypotheses ", s.num_hypotheses,
+                                                   " exceeds beam_size ", s.beam_size,
+                                                   ": ask for at most beam_size hypotheses"));
+  }
+  s.max_new_tokens = o.max_output_tokens > 0 ? o.max_output_tokens : options_.max_output_tokens;
+  if (s.max_new_tokens > options_.max_output_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("max_output_tokens ", s.max_new_tokens,
+                                                   " exceeds the limit of ",
+                                                   options_.max_output_tokens));
+  }
+  s.length_penalty = o.length_penalty.value_or(model_->info().generation.length_penalty);
+  if (!(s.length_penalty >= -10.0f && s.length_penalty <= 10.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("length_penalty ", s.length_penalty, " is outside [-10, 10]"));
+  }
+  s.early_stopping = model_->info().generation.early_stopping;
+  return s;
+}
+
+int Engine::KvBlocksFor(const SearchOptions& search) const {
+  const int per_slot = (search.max_new_tokens + KvCache::kBlockPositions - 1) /
+                       KvCache::kBlockPositions;
+  return search.beam_size * per_slot;
+}
+
+absl::Status Engine::Submit(std::shared_ptr<Job> job) {
+  const ModelConfig& c = model_->config();
+  for (size_t i = 0; i < job->sources.size(); ++i) {
+    const auto& src = job->sources[i];
+    if (src.empty() || static_cast<int>(src.size()) > c.max_positions) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "text ", i, " has ", src.size(), " tokens; this model accepts 1 to ", c.max_positions,
+          ": split long texts into sentences"));
+    }
+    for (int id : src) {
+      if (id < 0 || id >= c.source_vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("text ", i, " holds token id ", id,
+                                                       ", outside the source vocabulary"));
+      }
+    }
+  }
+  const SearchOptions& s = job->search;
+  if (s.beam_size < 1 || s.beam_size > options_.max_beam_size || s.max_new_tokens < 1 ||
+      s.max_new_tokens > options_.max_output_tokens || s.num_hypotheses > s.beam_size) {
+    return absl::InvalidArgumentError("search options out of range (see Engine::Resolve)");
+  }
+  if (KvBlocksFor(s) > kv_budget_blocks_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "one sentence with beam_size ", s.beam_size, " and max_output_tokens ", s.max_new_tokens,
+        " needs ", KvBlocksFor(s) * pool_.block_bytes() >> 20, " MiB of KV cache, more than the ",
+        kv_budget_blocks_ * pool_.block_bytes() >> 20, " MiB budget: lower either option"));
+  }
+  auto state = std::make_shared<JobState>(std::move(job));
+  {
+    absl::MutexLock lock(&mu_);
+    if (!accepting_) return absl::UnavailableError("the server is shutting down: retry elsewhere");
+    const size_t n = state->job->sources.size();
+    if (queue_.size() + n > static_cast<size_t>(options_.max_queued_sources)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the queue is full (", queue_.size(), " sentences waiting, limit ",
+          options_.max_queued_sources, "): retry later with backoff"));
+    }
+    if (n > 0) {
+      live_jobs_.push_back(state);
+      for (size_t i = 0; i < n; ++i) queue_.push_back({state, static_cast<int>(i)});
+      work_.SignalAll();
+      return absl::OkStatus();
+    }
+  }
+  state->job->on_done(std::vector<std::vector<Hypothesis>>());  // nothing to translate
+  return absl::OkStatus();
+}
+
+void Engine::FinishJob(const std::shared_ptr<JobState>& job, JobResult result) {
+  {
+    absl::MutexLock lock(&job->mu);
+    if (job->finished) return;
+    job->finished = true;
+    job->done.store(true);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    live_jobs_.erase(std::remove(live_jobs_.begin(), live_jobs_.end(), job), live_jobs_.end());
+    work_.SignalAll();
+  }
+  job->job->on_done(std::move(result));
+}
+
+void Engine::Release(const SequenceGroup& group) {
+  active_sequences_.fetch_sub(1);
+  absl::MutexLock lock(&mu_);
+  kv_reserved_blocks_ -= group.kv_blocks;
+  work_.SignalAll();
+}
+
+bool Engine::Admit(Worker* worker, std::vector<Pending>* admitted) {
+  absl::MutexLock lock(&mu_);
+  auto head_fits = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (queue_.empty()) return false;
+    const Pending& p = queue_.front();
+    return p.job->done.load() ||
+           kv_reserved_blocks_ + KvBlocksFor(p.job->job->search) <= kv_budget_blocks_;
+  };
+  while (!(stop_ || abort_ || !worker->batch.empty() || head_fits())) {
+    if (queue_.empty()) {
+      work_.Wait(&mu_);
+    } else if (work_.WaitWithTimeout(&mu_, absl::Milliseconds(20))) {
+      break;  // the head waits for KV room: return now and then to end cancelled or late jobs
+    }
+  }
+  if (worker->batch.empty() && queue_.empty() && (stop_ || abort_)) return false;
+  int sequences = static_cast<int>(worker->batch.groups().size());
+  int64_t rows = worker->batch.active_rows(), tokens = 0;
+  while (!queue_.empty() && !abort_) {
+    const Pending& p = queue_.front();
+    if (p.job->done.load()) {
+      queue_.pop_front();
+      continue;
+    }
+    const SearchOptions& search = p.job->job->search;
+    const int64_t len = static_cast<int64_t>(p.job->job->sources[p.index].size());
+    const int kv = KvBlocksFor(search);
+    const bool first = worker->batch.empty() && admitted->empty();
+    if (kv_reserved_blocks_ + kv > kv_budget_blocks_) break;
+    if (!first && (sequences + 1 > options_.max_active_sequences ||
+                   rows + search.beam_size > options_.max_active_rows ||
+                   tokens + len > options_.max_encoder_tokens)) {
+      break;
+    }
+    kv_reserved_blocks_ += kv;
+    ++sequences;
+    rows += search.beam_size;
+    tokens += len;
+    admitted->push_back(p);
+    queue_.pop_front();
+  }
+  return true;
+}
+
+void Engine::EndExpiredJobs(Worker* worker) {
+  std::vector<std::pair<std::shared_ptr<JobState>, absl::Status>> ending;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (const auto& job : live_jobs_) {
+      if (job->done.load()) continue;
+      if (abort_) {
+        ending.push_back({job, absl::UnavailableError("the server shut down before this "
+                                                      "request finished: retry elsewhere")});
+      } else if (job->job->cancelled.load(std::memory_order_relaxed)) {
+        ending.push_back({job, absl::CancelledError("the request was cancelled")});
+      } else if (now > job->job->deadline) {
+        ending.push_back({job, absl::DeadlineExceededError(
+                                   "the deadline passed before the translation finished")});
+      }
+    }
+  }
+  for (auto& [job, status] : ending) FinishJob(job, status);
+  std::vector<std::unique_ptr<SequenceGroup>> dropped;
+  worker->batch.RemoveIf([](const SequenceGroup& g) { return g.job->done.load(); }, &dropped);
+  for (const auto& g : dropped) {
+    active_rows_.fetch_sub(g->search.active_beams());
+    Release(*g);
+  }
+}
+
+void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
+  std::vector<Pending> live;
+  std::vector<std::vector<int>> sources;
+  for (Pending& p : admitted) {
+    if (p.job->done.load()) {
+      absl::MutexLock lock(&mu_);
+      kv_reserved_blocks_ -= KvBlocksFor(p.job->job->search);
+      continue;
+    }
+    sources.push_back(p.job->job->sources[p.index]);
+    live.push_back(std::move(p));
+  }
+  admitted.clear();
+  if (live.empty()) return;
+  std::shared_ptr<EncodedBatch> encoded = model_->encoder().Encode(sources);
+  model_->decoder().PrecomputeCrossKv(*encoded);
+  const ModelConfig& c = model_->config();
+  for (size_t i = 0; i < live.size(); ++i) {
+    const SearchOptions& search = live[i].job->job->search;
+    auto group = std::make_unique<SequenceGroup>(
+        Search(search, vocab_), encoded, static_cast<int>(i),
+        std::make_unique<KvCache>(&pool_, c.decoder_layers, c.d_model, search.beam_size));
+    group->job = live[i].job;
+    group->index = live[i].index;
+    group->kv_blocks = KvBlocksFor(search);
+    active_sequences_.fetch_add(1);
+    active_rows_.fetch_add(1);
+    worker->batch.Add(std::move(group));
+  }
+}
+
+void Engine::StepOnce(Worker* worker) {
+  const int64_t rows_before = worker->batch.active_rows();
+  std::vector<std::unique_ptr<SequenceGroup>> finished;
+  const absl::Status status = worker->batch.Step(&finished);
+  if (!status.ok()) {  // cannot happen within the KV budget; end what was running, loudly
+    worker->batch.RemoveIf([](const SequenceGroup&) { return true; }, &finished);
+    for (const auto& g : finished) {
+      FinishJob(g->job, status);
+      active_rows_.fetch_sub(g->search.active_beams());
+      Release(*g);
+    }
+    return;
+  }
+  steps_.fetch_add(1);
+  step_rows_.fetch_add(rows_before);
+  for (const auto& g : finished) {
+    bool complete = false;
+    std::vector<std::vector<Hypothesis>> results;
+    {
+      absl::MutexLock lock(&g->job->mu);
+      g->job->results[g->index] = g->search.Results();
+      complete = --g->job->remaining == 0;
+      if (complete) results = std::move(g->job->results);
+    }
+    Release(*g);
+    if (complete) FinishJob(g->job, std::move(results));
+  }
+  int64_t rows_after = 0;
+  for (const auto& g : worker->batch.groups()) {
+    rows_after += g->search.active_beams();
+    if (!g->job->job->on_tokens || g->job->done.load()) continue;
+    std::vector<int> prefix = g->search.StablePrefix();
+    if (prefix.size() > g->streamed) {
+      g->streamed = prefix.size();
+      g->job->job->on_tokens(prefix);
+    }
+  }
+  active_rows_.fetch_add(rows_after - rows_before);
+}
+
+void Engine::WorkerLoop(Worker* worker) {
+  SetComputeThreads(options_.threads_per_worker);
+  std::vector<Pending> admitted;
+  while (Admit(worker, &admitted)) {
+    EndExpiredJobs(worker);
+    StartSequences(worker, admitted);
+    if (!worker->batch.empty()) StepOnce(worker);
+  }
+}
+
+void Engine::Shutdown(absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return;
+    accepting_ = false;
+    work_.SignalAll();
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_jobs_.empty(); };
+    while (!idle()) {
+      if (work_.WaitWithDeadline(&mu_, deadline) && !idle()) {
+        abort_ = true;
+        work_.SignalAll();
+        break;
+      }
+    }
+    stop_ = true;
+    work_.SignalAll();
+  }
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  {
+    absl::MutexLock lock(&mu_);
+    s.queued_sources = static_cast<int64_t>(queue_.size());
+  }
+  s.active_sequences = active_sequences_.load();
+  s.active_rows = active_rows_.load();
+  s.kv_blocks_in_use = pool_.blocks_in_use();
+  s.kv_bytes_in_use = s.kv_blocks_in_use * pool_.block_bytes();
+  s.kv_bytes_capacity = kv_budget_blocks_ * pool_.block_bytes();
+  s.steps = steps_.load();
+  s.step_rows = step_rows_.load();
+  return s;
+}
+
+}  // namespace glossa

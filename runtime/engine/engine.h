@@ -1,0 +1,144 @@
+// The engine: requests in, translations out, with continuous batching.
+//
+// Submit() queues a job's sources (FIFO) and returns at once. Each worker thread runs a step
+// loop: between two decoder steps it admits queued sources while the budgets allow (decoder rows,
+// KV cache, encoder tokens per admission), encodes the admitted sources together, runs ONE
+// decoder step for every active sequence of every job (greedy and beam rows side by side), and
+// retires finished, cancelled or expired sequences at once, returning their KV blocks.
+//
+// Invariants:
+//  - a job's on_done runs exactly once, on a worker thread, never under an engine lock;
+//  - queue order is admission order (FIFO); a source that does not fit waits at the head, and
+//    an empty batch always admits the head, so nothing starves;
+//  - the KV budget counts each admitted sequence's worst case (beams × max length), so a step
+//    never runs out of cache mid-flight;
+//  - no lock is held while the encoder or decoder runs.
+#ifndef GLOSSA_RUNTIME_ENGINE_ENGINE_H_
+#define GLOSSA_RUNTIME_ENGINE_ENGINE_H_
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "decode/search.h"
+#include "engine/model.h"
+#include "engine/step_batch.h"
+#include "layers/kv_cache.h"
+
+namespace glossa {
+
+// Per-request decoding options; zero / unset means "the default".
+struct TranslateOptions {
+  int beam_size = 0;
+  std::optional<float> length_penalty;
+  int max_output_tokens = 0;  // tokens generated, EOS included
+  int num_hypotheses = 0;
+};
+
+struct EngineOptions {
+  int workers = 1;             // step loops, each with its own OpenMP team
+  int threads_per_worker = 1;  // OpenMP threads of each worker
+  int max_active_sequences = 64;  // sources decoding together, per worker
+  int max_active_rows = 256;      // decoder rows (sources × beams) per step, per worker
+  int max_encoder_tokens = 4096;  // source tokens encoded in one admission
+  int max_queued_sources = 4096;  // queued sources beyond which Submit says RESOURCE_EXHAUSTED
+  int64_t kv_cache_bytes = int64_t{1} << 30;  // worst-case KV cache of all admitted sequences
+  int default_beam_size = 4;
+  int max_beam_size = 16;
+  int max_output_tokens = 0;  // default and ceiling; 0: the model's max_length - 1
+};
+
+using JobResult = absl::StatusOr<std::vector<std::vector<Hypothesis>>>;
+
+struct Job {
+  std::vector<std::vector<int>> sources;  // token ids, each ending with </s>
+  SearchOptions search;
+  absl::Time deadline = absl::InfiniteFuture();
+  // Optional, for jobs of one source: called after a step with the tokens that are now certain
+  // (Search::StablePrefix), each time it grows.
+  std::function<void(const std::vector<int>& stable_tokens)> on_tokens;
+  // Called once: the n-best lists, in source order, or why the job stopped.
+  std::function<void(JobResult)> on_done;
+  // Safe from any thread; the job stops within one step with CANCELLED.
+  void Cancel() { cancelled.store(true, std::memory_order_relaxed); }
+  std::atomic<bool> cancelled{false};
+};
+
+struct EngineStats {
+  int64_t queued_sources = 0;
+  int64_t active_sequences = 0;
+  int64_t active_rows = 0;
+  int64_t kv_blocks_in_use = 0;
+  int64_t kv_bytes_in_use = 0;
+  int64_t kv_bytes_capacity = 0;
+  int64_t steps = 0;
+  int64_t step_rows = 0;  // sum over steps of the rows decoded: / steps = mean batch
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<const Model> model, EngineOptions options = {});
+  ~Engine();  // Shutdown(now)
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Fills in the defaults; INVALID_ARGUMENT names the option out of range.
+  absl::StatusOr<SearchOptions> Resolve(const TranslateOptions& options) const;
+  // Checks the job's sources, then queues it and returns at once: INVALID_ARGUMENT for a bad
+  // source, RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE after Shutdown began. When
+  // Submit fails, on_done is not called.
+  absl::Status Submit(std::shared_ptr<Job> job);
+  // Stops accepting work, lets admitted and queued jobs finish until `deadline`, then ends the
+  // rest with UNAVAILABLE and joins the workers. Idempotent.
+  void Shutdown(absl::Time deadline);
+
+  EngineStats stats() const;
+  const Model& model() const { return *model_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Pending {
+    std::shared_ptr<JobState> job;
+    int index;
+  };
+  struct Worker;
+
+  void WorkerLoop(Worker* worker);
+  bool Admit(Worker* worker, std::vector<Pending>* admitted);
+  void EndExpiredJobs(Worker* worker);
+  void StartSequences(Worker* worker, std::vector<Pending>& admitted);
+  void StepOnce(Worker* worker);
+  void Release(const SequenceGroup& group);
+  void FinishJob(const std::shared_ptr<JobState>& job, JobResult result);
+  int KvBlocksFor(const SearchOptions& search) const;
+
+  std::shared_ptr<const Model> model_;
+  EngineOptions options_;
+  SearchVocab vocab_;
+  KvBlockPool pool_;
+  int64_t kv_budget_blocks_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar work_;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<JobState>> live_jobs_ ABSL_GUARDED_BY(mu_);
+  int64_t kv_reserved_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  bool abort_ ABSL_GUARDED_BY(mu_) = false;  // end everything with UNAVAILABLE
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;   // workers exit once idle
+  std::vector<std::unique_ptr<Worker>> workers_;
+
+  std::atomic<int64_t> active_sequences_{0}, active_rows_{0}, steps_{0}, step_rows_{0};
+};
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_ENGINE_ENGINE_H_

@@ -1,0 +1,42 @@
+// Texts to token ids and n-best ids back to texts, shared by the Translator, the server and the
+// CLI so that every path treats text the same way (empty texts stay empty and are not decoded).
+#ifndef GLOSSA_RUNTIME_ENGINE_TEXT_JOB_H_
+#define GLOSSA_RUNTIME_ENGINE_TEXT_JOB_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "decode/search.h"
+#include "engine/model.h"
+
+namespace glossa {
+
+struct TranslatedHypothesis {
+  std::string text;
+  float score = 0.0f;
+  std::vector<int> token_ids;  // generated ids, EOS included when the search ended with it
+};
+
+struct Translation {
+  std::vector<TranslatedHypothesis> hypotheses;  // best first
+};
+
+struct TextSources {
+  std::vector<std::vector<int>> sources;  // ids of the non-empty texts
+  std::vector<size_t> text_index;         // sources[k] comes from texts[text_index[k]]
+  size_t num_texts = 0;
+};
+
+// INVALID_ARGUMENT names the text (by index) that is not UTF-8 or has more than max_tokens
+// tokens (0: the model's limit).
+absl::StatusOr<TextSources> TokenizeTexts(const Model& model, const std::vector<std::string>& texts,
+                                          int max_tokens = 0);
+
+// One Translation per text, in order; empty texts get one empty hypothesis.
+std::vector<Translation> DetokenizeResults(const Model& model, const TextSources& sources,
+                                           std::vector<std::vector<Hypothesis>> results);
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_ENGINE_TEXT_JOB_H_

@@ -1,0 +1,136 @@
+// glossa-client: call a Glossa server from the shell.
+//   glossa-client "Hola, ¿cómo estás?"            translate the arguments
+//   echo "Buenos días" | glossa-client            translate stdin, a line at a time
+//   glossa-client --stream "Hola"                 print pieces as they are decoded
+//   glossa-client --list | --health [--service NAME]
+#include <grpcpp/grpcpp.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/time.h"
+#include "glossa/v1/translator.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address, HOST:PORT");
+ABSL_FLAG(std::string, model, "", "Model name (empty: the server's only model)");
+ABSL_FLAG(int, beam_size, 0, "Beam size (0: the server's default; 1: greedy)");
+ABSL_FLAG(int, num_hypotheses, 0, "Hypotheses per text (n-best)");
+ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per text (0: the server's limit)");
+ABSL_FLAG(bool, scores, false, "Print each hypothesis' score after a tab");
+ABSL_FLAG(bool, stream, false, "Use TranslateStream: print text pieces as they are decoded");
+ABSL_FLAG(bool, list, false, "List the server's models and exit");
+ABSL_FLAG(bool, health, false, "Check the server's health (exit 0 when SERVING) and exit");
+ABSL_FLAG(std::string, service, "", "With --health: the service or model name to check");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline of each call");
+
+namespace v1 = glossa::v1;
+
+namespace {
+
+void SetDeadline(grpc::ClientContext& context) {
+  context.set_deadline(std::chrono::system_clock::now() +
+                       absl::ToChronoSeconds(absl::GetFlag(FLAGS_timeout)));
+}
+
+int Fail(const grpc::Status& status) {
+  std::cerr << "glossa-client: " << status.error_code() << " " << status.error_message() << "\n";
+  return 1;
+}
+
+int Health(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  SetDeadline(context);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(absl::GetFlag(FLAGS_service));
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = stub->Check(&context, request, &response);
+  if (!status.ok()) return Fail(status);
+  std::cout << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+}
+
+int List(v1::Translator::Stub& stub) {
+  grpc::ClientContext context;
+  SetDeadline(context);
+  v1::ListModelsResponse response;
+  const grpc::Status status = stub.ListModels(&context, v1::ListModelsRequest(), &response);
+  if (!status.ok()) return Fail(status);
+  for (const auto& m : response.models()) {
+    std::cout << m.name() << "\t" << m.source_language() << "->" << m.target_language() << "\t"
+              << m.architecture() << " " << m.encoder_layers() << "+" << m.decoder_layers()
+              << " layers, d_model " << m.d_model() << ", " << m.dtype() << ", vocab "
+              << m.source_vocab_size() << "\t" << m.path() << "\n";
+  }
+  return 0;
+}
+
+v1::TranslateRequest NewRequest() {
+  v1::TranslateRequest request;
+  request.set_model(absl::GetFlag(FLAGS_model));
+  auto* o = request.mutable_options();
+  o->set_beam_size(absl::GetFlag(FLAGS_beam_size));
+  o->set_num_hypotheses(absl::GetFlag(FLAGS_num_hypotheses));
+  o->set_max_output_tokens(absl::GetFlag(FLAGS_max_output_tokens));
+  o->set_return_scores(absl::GetFlag(FLAGS_scores));
+  return request;
+}
+
+void Print(const v1::Translation& t) {
+  for (const auto& h : t.hypotheses()) {
+    std::cout << h.text();
+    if (absl::GetFlag(FLAGS_scores)) std::cout << "\t" << h.score();
+    std::cout << "\n";
+  }
+}
+
+int Translate(v1::Translator::Stub& stub, const std::string& text) {
+  v1::TranslateRequest request = NewRequest();
+  request.add_texts(text);
+  grpc::ClientContext context;
+  SetDeadline(context);
+  if (!absl::GetFlag(FLAGS_stream)) {
+    v1::TranslateResponse response;
+    const grpc::Status status = stub.Translate(&context, request, &response);
+    if (!status.ok()) return Fail(status);
+    Print(response.translations(0));
+    return 0;
+  }
+  auto reader = stub.TranslateStream(&context, request);
+  v1::TranslateStreamResponse message;
+  while (reader->Read(&message)) {
+    std::cout << message.text_piece() << std::flush;
+    if (message.done()) std::cout << "\n";
+  }
+  const grpc::Status status = reader->Finish();
+  return status.ok() ? 0 : Fail(status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Calls a Glossa server.\n  glossa-client [--server HOST:PORT] \"text to translate\" ...\n"
+      "  (no text arguments: translates stdin, one line at a time)");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  grpc::ChannelArguments channel_args;
+  channel_args.SetMaxReceiveMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(absl::GetFlag(FLAGS_server),
+                                           grpc::InsecureChannelCredentials(), channel_args);
+  if (absl::GetFlag(FLAGS_health)) return Health(channel);
+  auto stub = v1::Translator::NewStub(channel);
+  if (absl::GetFlag(FLAGS_list)) return List(*stub);
+  int rc = 0;
+  if (args.size() > 1) {
+    for (size_t i = 1; i < args.size(); ++i) rc |= Translate(*stub, args[i]);
+    return rc;
+  }
+  std::string line;
+  while (std::getline(std::cin, line)) rc |= Translate(*stub, line);
+  return rc;
+}

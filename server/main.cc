@@ -1,0 +1,167 @@
+// glossa-server: serves Glossa models over gRPC.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "server/model_registry.h"
+#include "server/service.h"
+
+ABSL_FLAG(std::vector<std::string>, model, {},
+          "Model to serve, as NAME=PATH (a Glossa model file from model_tools/glossa-convert); "
+          "repeat the flag or separate with commas for several. Default: the bundled demo model "
+          "as 'opus-mt-es-en'.");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "gRPC address, HOST:PORT (port 0 picks a free one; use 0.0.0.0 to listen everywhere)");
+ABSL_FLAG(int, workers, 1, "Engine workers (step loops) per model");
+ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP) per engine worker; workers × threads "
+          "should not exceed the cores");
+ABSL_FLAG(int64_t, max_text_bytes, 10000, "Longest text accepted, in bytes");
+ABSL_FLAG(int, max_text_tokens, 0, "Longest text accepted, in source tokens (end of sentence "
+          "included); 0 = the model's limit");
+ABSL_FLAG(int, max_texts_per_request, 256, "Most texts in one Translate request");
+ABSL_FLAG(int, max_beam_size, 16, "Largest beam_size a request may ask for");
+ABSL_FLAG(int, default_beam_size, 4, "Beam size when a request leaves it 0 (1 = greedy)");
+ABSL_FLAG(int, max_output_tokens, 0, "Default and largest max_output_tokens; 0 = the model's "
+          "limit");
+ABSL_FLAG(int, max_queue, 4096, "Sentences waiting for the engine beyond which requests get "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_active_sequences, 64, "Sentences decoded together per worker (batch size)");
+ABSL_FLAG(int64_t, kv_cache_mb, 1024, "KV cache budget per model, in MiB (worst case of the "
+          "admitted sentences)");
+ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "Largest gRPC message accepted, in bytes");
+ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(30),
+          "On SIGTERM/SIGINT, how long in-flight requests may run before they are cancelled");
+
+namespace {
+
+std::string DefaultModelPath(const char* argv0) {
+  const std::string exe(argv0);
+  const std::string dir = exe.find('/') == std::string::npos ? "." : exe.substr(0, exe.rfind('/'));
+  for (const std::string& candidate : {dir + "/../models/opus-mt-es-en-bible.glossa",
+                                       dir + "/../../models/opus-mt-es-en-bible.glossa",
+                                       std::string("/opt/glossa/models/opus-mt-es-en-bible.glossa")}) {
+    if (std::ifstream(candidate).good()) return candidate;
+  }
+  return "models/opus-mt-es-en-bible.glossa";
+}
+
+// Repeated --model flags accumulate (absl keeps only the last occurrence).
+void MergeRepeatedModelFlags(int& argc, char** argv, std::vector<std::string>& storage) {
+  std::vector<std::string> models;
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if ((arg == "--model" || arg == "-model") && i + 1 < argc) {
+      models.push_back(argv[++i]);
+    } else if (arg.rfind("--model=", 0) == 0) {
+      models.push_back(arg.substr(8));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  if (models.size() <= 1) return;
+  storage.push_back("--model=" + absl::StrJoin(models, ","));
+  rest.push_back(storage.back().data());
+  for (size_t i = 0; i < rest.size(); ++i) argv[i] = rest[i];
+  argc = static_cast<int>(rest.size());
+}
+
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: all inherit it
+  return set;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Serves translation models over gRPC (service glossa.v1.Translator, health, reflection).\n"
+      "  glossa-server [--model NAME=PATH ...] [--listen HOST:PORT]");
+  std::vector<std::string> merged;
+  MergeRepeatedModelFlags(argc, argv, merged);
+  absl::ParseCommandLine(argc, argv);
+  const sigset_t signals = BlockShutdownSignals();
+
+  std::vector<std::string> specs = absl::GetFlag(FLAGS_model);
+  if (specs.empty()) specs.push_back("opus-mt-es-en=" + DefaultModelPath(argv[0]));
+  glossa::EngineOptions engine;
+  engine.workers = absl::GetFlag(FLAGS_workers);
+  engine.threads_per_worker = absl::GetFlag(FLAGS_threads);
+  engine.max_beam_size = absl::GetFlag(FLAGS_max_beam_size);
+  engine.default_beam_size = absl::GetFlag(FLAGS_default_beam_size);
+  engine.max_output_tokens = absl::GetFlag(FLAGS_max_output_tokens);
+  engine.max_queued_sources = absl::GetFlag(FLAGS_max_queue);
+  engine.max_active_sequences = absl::GetFlag(FLAGS_max_active_sequences);
+  engine.max_active_rows = engine.max_active_sequences * 4;
+  engine.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_mb) << 20;
+  if (engine.default_beam_size < 1 || engine.default_beam_size > engine.max_beam_size) {
+    std::cerr << "glossa-server: --default_beam_size must be between 1 and --max_beam_size\n";
+    return 2;
+  }
+  auto registry = glossa::server::ModelRegistry::Load(specs, engine);
+  if (!registry.ok()) {
+    std::cerr << "glossa-server: " << registry.status().message() << "\n";
+    return 2;
+  }
+  glossa::server::RequestLimits limits;
+  limits.max_text_bytes = absl::GetFlag(FLAGS_max_text_bytes);
+  limits.max_text_tokens = absl::GetFlag(FLAGS_max_text_tokens);
+  limits.max_texts = absl::GetFlag(FLAGS_max_texts_per_request);
+  glossa::server::TranslatorService service(registry->get(), limits);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes)));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::cerr << "glossa-server: cannot listen on " << absl::GetFlag(FLAGS_listen) << "\n";
+    return 2;
+  }
+  auto* health = server->GetHealthCheckService();
+  health->SetServingStatus(true);
+  for (const auto& [name, entry] : (*registry)->models()) health->SetServingStatus(name, true);
+  health->SetServingStatus("glossa.v1.Translator", true);
+
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  std::printf("glossa-server: listening on %s:%d (models: %s)\n", host.c_str(), port,
+              (*registry)->Names().c_str());
+  std::printf("glossa-server: try  build/glossa-client --server %s:%d \"Hola, ¿cómo estás?\"\n",
+              host == "0.0.0.0" ? "127.0.0.1" : host.c_str(), port);
+  std::fflush(stdout);
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  const absl::Duration timeout = absl::GetFlag(FLAGS_shutdown_timeout);
+  std::printf("glossa-server: %s: draining (up to %s)\n", strsignal(signal),
+              absl::FormatDuration(timeout).c_str());
+  std::fflush(stdout);
+  health->Shutdown();  // every service reports NOT_SERVING from now on
+  service.StartDraining();
+  const absl::Time deadline = absl::Now() + timeout;
+  server->Shutdown(absl::ToChronoTime(deadline));  // waits for in-flight calls, then cancels
+  (*registry)->Shutdown(absl::Now());
+  std::printf("glossa-server: stopped\n");
+  return 0;
+}

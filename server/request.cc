@@ -1,0 +1,71 @@
+#include "server/request.h"
+
+#include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
+
+namespace glossa::server {
+namespace {
+
+absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
+  if (o.sampling_temperature() != 0.0f || o.sampling_top_k() != 0 || o.sampling_top_p() != 0.0f) {
+    return absl::InvalidArgumentError(
+        "sampling (sampling_temperature, sampling_top_k, sampling_top_p) is not supported yet: "
+        "leave them 0 for greedy or beam search");
+  }
+  constexpr uint32_t kHuge = 1u << 20;
+  if (o.beam_size() > kHuge || o.num_hypotheses() > kHuge || o.max_output_tokens() > kHuge) {
+    return absl::InvalidArgumentError("beam_size, num_hypotheses and max_output_tokens must be "
+                                      "small positive numbers");
+  }
+  TranslateOptions t;
+  t.beam_size = static_cast<int>(o.beam_size());
+  t.num_hypotheses = static_cast<int>(o.num_hypotheses());
+  t.max_output_tokens = static_cast<int>(o.max_output_tokens());
+  if (o.length_penalty() != 0.0f) t.length_penalty = o.length_penalty();
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& request,
+                                               const ModelRegistry& registry,
+                                               const RequestLimits& limits, bool stream) {
+  PreparedRequest p;
+  GLOSSA_ASSIGN_OR_RETURN(p.model, registry.Find(request.model()));
+  const int n = request.texts_size();
+  if (stream && n != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TranslateStream takes exactly one text, got ", n, ": use Translate for lists"));
+  }
+  if (n > limits.max_texts) {
+    return absl::InvalidArgumentError(absl::StrCat("the request holds ", n,
+                                                   " texts; the limit is ", limits.max_texts,
+                                                   ": split it into several requests"));
+  }
+  for (int i = 0; i < n; ++i) {
+    const int64_t bytes = static_cast<int64_t>(request.texts(i).size());
+    if (bytes > limits.max_text_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("text ", i, " is ", bytes,
+                                                     " bytes; the limit is ", limits.max_text_bytes,
+                                                     ": split long texts into sentences"));
+    }
+  }
+  GLOSSA_ASSIGN_OR_RETURN(TranslateOptions options, ToOptions(request.options()));
+  GLOSSA_ASSIGN_OR_RETURN(p.search, p.model->engine->Resolve(options));
+  p.return_scores = request.options().return_scores();
+  std::vector<std::string> texts(request.texts().begin(), request.texts().end());
+  GLOSSA_ASSIGN_OR_RETURN(p.sources,
+                          TokenizeTexts(*p.model->model, texts, limits.max_text_tokens));
+  return p;
+}
+
+void ToProto(const Translation& translation, bool return_scores, v1::Translation* out) {
+  for (const TranslatedHypothesis& h : translation.hypotheses) {
+    v1::Hypothesis* hyp = out->add_hypotheses();
+    hyp->set_text(h.text);
+    if (return_scores) hyp->set_score(h.score);
+    hyp->mutable_token_ids()->Add(h.token_ids.begin(), h.token_ids.end());
+  }
+}
+
+}  // namespace glossa::server

@@ -1,0 +1,35 @@
+// Validation of a TranslateRequest and conversion between the proto and the engine's types.
+// Every rule answers with INVALID_ARGUMENT (or NOT_FOUND for an unknown model) and a message
+// that says what to change.
+#ifndef GLOSSA_SERVER_REQUEST_H_
+#define GLOSSA_SERVER_REQUEST_H_
+
+#include "absl/status/statusor.h"
+#include "engine/text_job.h"
+#include "glossa/v1/translator.pb.h"
+#include "server/model_registry.h"
+
+namespace glossa::server {
+
+struct RequestLimits {
+  int64_t max_text_bytes = 10000;
+  int max_text_tokens = 0;  // 0: the model's limit
+  int max_texts = 256;
+};
+
+struct PreparedRequest {
+  LoadedModel* model = nullptr;
+  TextSources sources;
+  SearchOptions search;
+  bool return_scores = false;
+};
+
+absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& request,
+                                               const ModelRegistry& registry,
+                                               const RequestLimits& limits, bool stream);
+
+void ToProto(const Translation& translation, bool return_scores, v1::Translation* out);
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_REQUEST_H_

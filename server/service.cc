@@ -3,6 +3,7 @@
 #include <deque>
 
 #include "absl/synchronization/mutex.h"
+#include "glossa/internal/raw_request.pb.h"
 #include "absl/time/clock.h"
 #include "server/status_util.h"
 
@@ -17,6 +18,14 @@ absl::Time Deadline(const grpc::CallbackServerContext* context) {
   return absl::FromChrono(deadline);
 }
 
+template <typename Message>
+grpc::ByteBuffer Serialize(const Message& message) {
+  grpc::ByteBuffer buffer;
+  bool own = false;
+  grpc::SerializationTraits<Message>::Serialize(message, &buffer, &own);
+  return buffer;
+}
+
 std::shared_ptr<Job> NewJob(const PreparedRequest& p, const grpc::CallbackServerContext* context) {
   auto job = std::make_shared<Job>();
   job->sources = p.sources.sources;
@@ -29,24 +38,26 @@ std::shared_ptr<Job> NewJob(const PreparedRequest& p, const grpc::CallbackServer
 class TranslateCall final : public grpc::ServerUnaryReactor {
  public:
   TranslateCall(const TranslatorService& service, grpc::CallbackServerContext* context,
-                const v1::TranslateRequest& request, v1::TranslateResponse* response) {
+                const grpc::ByteBuffer& request, grpc::ByteBuffer* response) {
     auto prepared = service.Prepare(request, /*stream=*/false);
     if (!prepared.ok()) {
       Finish(ToGrpcStatus(prepared.status()));
       return;
     }
     auto p = std::make_shared<PreparedRequest>(*std::move(prepared));
-    response->set_model(p->model->name);
     job_ = NewJob(*p, context);
     job_->on_done = [this, p, response](JobResult result) {
       if (!result.ok()) {
         Finish(ToGrpcStatus(result.status()));
         return;
       }
+      v1::TranslateResponse message;
+      message.set_model(p->model->name);
       for (const Translation& t :
            DetokenizeResults(*p->model->model, p->sources, *std::move(result))) {
-        ToProto(t, p->return_scores, response->add_translations());
+        ToProto(t, p->return_scores, message.add_translations());
       }
+      *response = Serialize(message);
       Finish(grpc::Status::OK);  // the reactor may be gone after this line
     };
     const absl::Status submitted = p->model->engine->Submit(job_);
@@ -62,10 +73,10 @@ class TranslateCall final : public grpc::ServerUnaryReactor {
 };
 
 // TranslateStream: a message per newly certain piece of text, then a last one with the result.
-class StreamCall final : public grpc::ServerWriteReactor<v1::TranslateStreamResponse> {
+class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   StreamCall(const TranslatorService& service, grpc::CallbackServerContext* context,
-             const v1::TranslateRequest& request) {
+             const grpc::ByteBuffer& request) {
     auto prepared = service.Prepare(request, /*stream=*/true);
     if (!prepared.ok()) {
       Finish(ToGrpcStatus(prepared.status()));
@@ -124,7 +135,7 @@ class StreamCall final : public grpc::ServerWriteReactor<v1::TranslateStreamResp
     message.mutable_token_ids()->Add(stable.begin() + sent_tokens_, stable.end());
     sent_text_ = text;
     sent_tokens_ = stable.size();
-    Send(std::move(message), std::nullopt);
+    Send(message, std::nullopt);
   }
 
   void Complete(const Translation& result) {
@@ -138,7 +149,7 @@ class StreamCall final : public grpc::ServerWriteReactor<v1::TranslateStreamResp
     }
     message.set_done(true);
     ToProto(result, p_->return_scores, message.mutable_result());
-    Send(std::move(message), grpc::Status::OK);
+    Send(message, grpc::Status::OK);
   }
 
   void FinishWhenWritten(grpc::Status status) {
@@ -151,10 +162,10 @@ class StreamCall final : public grpc::ServerWriteReactor<v1::TranslateStreamResp
     if (now) Finish(status);
   }
 
-  void Send(v1::TranslateStreamResponse message, std::optional<grpc::Status> then_finish) {
+  void Send(const v1::TranslateStreamResponse& message, std::optional<grpc::Status> then_finish) {
     absl::MutexLock lock(&mu_);
     if (then_finish) final_status_ = then_finish;
-    pending_.push_back(std::move(message));
+    pending_.push_back(Serialize(message));
     if (!writing_) {
       writing_ = true;
       StartWrite(&pending_.front());
@@ -166,7 +177,7 @@ class StreamCall final : public grpc::ServerWriteReactor<v1::TranslateStreamResp
   std::string sent_text_;  // touched only by the worker thread, and by Complete after it
   size_t sent_tokens_ = 0;
   absl::Mutex mu_;
-  std::deque<v1::TranslateStreamResponse> pending_ ABSL_GUARDED_BY(mu_);
+  std::deque<grpc::ByteBuffer> pending_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
 };
@@ -176,22 +187,33 @@ class StreamCall final : public grpc::ServerWriteReactor<v1::TranslateStreamResp
 TranslatorService::TranslatorService(const ModelRegistry* registry, RequestLimits limits)
     : registry_(registry), limits_(limits) {}
 
-absl::StatusOr<PreparedRequest> TranslatorService::Prepare(const v1::TranslateRequest& request,
+absl::StatusOr<PreparedRequest> TranslatorService::Prepare(const grpc::ByteBuffer& buffer,
                                                            bool stream) const {
   if (draining_.load()) {
     return absl::UnavailableError("the server is shutting down: retry on another replica");
   }
+  grpc::Slice slice;
+  internal::RawTranslateRequest raw;
+  if (!buffer.DumpToSingleSlice(&slice).ok() ||
+      !raw.ParseFromArray(slice.begin(), static_cast<int>(slice.size()))) {
+    return absl::InvalidArgumentError("the request is not a valid glossa.v1.TranslateRequest");
+  }
+  // A string field may hold any bytes in memory; only the parser insists on UTF-8.
+  v1::TranslateRequest request;
+  request.set_model(raw.model());
+  for (const std::string& text : raw.texts()) request.add_texts(text);
+  *request.mutable_options() = raw.options();
   return PrepareRequest(request, *registry_, limits_, stream);
 }
 
 grpc::ServerUnaryReactor* TranslatorService::Translate(grpc::CallbackServerContext* context,
-                                                       const v1::TranslateRequest* request,
-                                                       v1::TranslateResponse* response) {
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
   return new TranslateCall(*this, context, *request, response);
 }
 
-grpc::ServerWriteReactor<v1::TranslateStreamResponse>* TranslatorService::TranslateStream(
-    grpc::CallbackServerContext* context, const v1::TranslateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TranslatorService::TranslateStream(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return new StreamCall(*this, context, *request);
 }
 

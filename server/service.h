@@ -12,15 +12,20 @@
 
 namespace glossa::server {
 
-class TranslatorService final : public v1::Translator::CallbackService {
+// Translate and TranslateStream take the request as raw bytes (see raw_request.proto) so that
+// invalid UTF-8 gets INVALID_ARGUMENT from Glossa rather than a parser failure from protobuf.
+using TranslatorBase = v1::Translator::WithRawCallbackMethod_Translate<
+    v1::Translator::WithRawCallbackMethod_TranslateStream<v1::Translator::CallbackService>>;
+
+class TranslatorService final : public TranslatorBase {
  public:
   TranslatorService(const ModelRegistry* registry, RequestLimits limits);
 
   grpc::ServerUnaryReactor* Translate(grpc::CallbackServerContext* context,
-                                      const v1::TranslateRequest* request,
-                                      v1::TranslateResponse* response) override;
-  grpc::ServerWriteReactor<v1::TranslateStreamResponse>* TranslateStream(
-      grpc::CallbackServerContext* context, const v1::TranslateRequest* request) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* TranslateStream(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const v1::ListModelsRequest* request,
                                        v1::ListModelsResponse* response) override;
@@ -28,8 +33,8 @@ class TranslatorService final : public v1::Translator::CallbackService {
   // From now on new requests get UNAVAILABLE; in-flight ones continue.
   void StartDraining() { draining_.store(true); }
 
-  // Validation shared by both translation RPCs (UNAVAILABLE while draining).
-  absl::StatusOr<PreparedRequest> Prepare(const v1::TranslateRequest& request, bool stream) const;
+  // Parsing and validation shared by both translation RPCs (UNAVAILABLE while draining).
+  absl::StatusOr<PreparedRequest> Prepare(const grpc::ByteBuffer& request, bool stream) const;
 
  private:
   const ModelRegistry* registry_;

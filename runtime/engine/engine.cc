@@ -142,22 +142,25 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
   return absl::OkStatus();
 }
 
-void Engine::FinishJob(const std::shared_ptr<JobState>& job, JobResult result) {
+bool Engine::MarkFinished(const std::shared_ptr<JobState>& job) {
   {
     absl::MutexLock lock(&job->mu);
-    if (job->finished) return;
+    if (job->finished) return false;
     job->finished = true;
     job->done.store(true);
   }
-  {
-    absl::MutexLock lock(&mu_);
-    live_jobs_.erase(std::remove(live_jobs_.begin(), live_jobs_.end(), job), live_jobs_.end());
-    work_.SignalAll();
-  }
-  job->job->on_done(std::move(result));
+  absl::MutexLock lock(&mu_);
+  live_jobs_.erase(std::remove(live_jobs_.begin(), live_jobs_.end(), job), live_jobs_.end());
+  work_.SignalAll();
+  return true;
 }
 
-void Engine::Release(const SequenceGroup& group) {
+void Engine::FinishJob(const std::shared_ptr<JobState>& job, JobResult result) {
+  if (MarkFinished(job)) job->job->on_done(std::move(result));
+}
+
+void Engine::Release(SequenceGroup& group) {
+  group.cache.reset();  // its blocks go back to the pool now
   active_sequences_.fetch_sub(1);
   absl::MutexLock lock(&mu_);
   kv_reserved_blocks_ -= group.kv_blocks;
@@ -226,13 +229,18 @@ void Engine::EndExpiredJobs(Worker* worker) {
       }
     }
   }
-  for (auto& [job, status] : ending) FinishJob(job, status);
+  // Free the sequences first, so that on_done sees the engine without them.
+  std::vector<std::pair<std::shared_ptr<JobState>, absl::Status>> to_notify;
+  for (auto& [job, status] : ending) {
+    if (MarkFinished(job)) to_notify.push_back({job, status});
+  }
   std::vector<std::unique_ptr<SequenceGroup>> dropped;
   worker->batch.RemoveIf([](const SequenceGroup& g) { return g.job->done.load(); }, &dropped);
   for (const auto& g : dropped) {
     active_rows_.fetch_sub(g->search.active_beams());
     Release(*g);
   }
+  for (auto& [job, status] : to_notify) job->job->on_done(status);
 }
 
 void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
@@ -273,29 +281,28 @@ void Engine::StepOnce(Worker* worker) {
   if (!status.ok()) {  // cannot happen within the KV budget; end what was running, loudly
     worker->batch.RemoveIf([](const SequenceGroup&) { return true; }, &finished);
     for (const auto& g : finished) {
-      FinishJob(g->job, status);
       active_rows_.fetch_sub(g->search.active_beams());
       Release(*g);
     }
+    for (const auto& g : finished) FinishJob(g->job, status);
     return;
   }
   steps_.fetch_add(1);
   step_rows_.fetch_add(rows_before);
+  int64_t rows_after = 0;
+  for (const auto& g : worker->batch.groups()) rows_after += g->search.active_beams();
+  active_rows_.fetch_add(rows_after - rows_before);
+
+  std::vector<std::pair<std::shared_ptr<JobState>, std::vector<std::vector<Hypothesis>>>> complete;
   for (const auto& g : finished) {
-    bool complete = false;
-    std::vector<std::vector<Hypothesis>> results;
     {
       absl::MutexLock lock(&g->job->mu);
       g->job->results[g->index] = g->search.Results();
-      complete = --g->job->remaining == 0;
-      if (complete) results = std::move(g->job->results);
+      if (--g->job->remaining == 0) complete.push_back({g->job, std::move(g->job->results)});
     }
     Release(*g);
-    if (complete) FinishJob(g->job, std::move(results));
   }
-  int64_t rows_after = 0;
   for (const auto& g : worker->batch.groups()) {
-    rows_after += g->search.active_beams();
     if (!g->job->job->on_tokens || g->job->done.load()) continue;
     std::vector<int> prefix = g->search.StablePrefix();
     if (prefix.size() > g->streamed) {
@@ -303,7 +310,7 @@ void Engine::StepOnce(Worker* worker) {
       g->job->job->on_tokens(prefix);
     }
   }
-  active_rows_.fetch_add(rows_after - rows_before);
+  for (auto& [job, results] : complete) FinishJob(job, std::move(results));
 }
 
 void Engine::WorkerLoop(Worker* worker) {

@@ -116,7 +116,9 @@ class Engine {
   void EndExpiredJobs(Worker* worker);
   void StartSequences(Worker* worker, std::vector<Pending>& admitted);
   void StepOnce(Worker* worker);
-  void Release(const SequenceGroup& group);
+  void Release(SequenceGroup& group);
+  // Marks the job finished (false if it already was); its on_done is still to be called.
+  bool MarkFinished(const std::shared_ptr<JobState>& job);
   void FinishJob(const std::shared_ptr<JobState>& job, JobResult result);
   int KvBlocksFor(const SearchOptions& search) const;
 

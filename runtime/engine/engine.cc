@@ -12,6 +12,8 @@ struct JobState {
     remaining = static_cast<int>(job->sources.size());
   }
   std::shared_ptr<Job> job;
+  absl::Time submitted = absl::Now();
+  std::atomic<bool> first_tokens_seen{false};
   absl::Mutex mu;
   std::vector<std::vector<Hypothesis>> results ABSL_GUARDED_BY(mu);
   int remaining ABSL_GUARDED_BY(mu);
@@ -127,6 +129,7 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
     if (!accepting_) return absl::UnavailableError("the server is shutting down: retry elsewhere");
     const size_t n = state->job->sources.size();
     if (queue_.size() + n > static_cast<size_t>(options_.max_queued_sources)) {
+      metrics_.rejected_total.fetch_add(1, std::memory_order_relaxed);
       return absl::ResourceExhaustedError(absl::StrCat(
           "the queue is full (", queue_.size(), " sentences waiting, limit ",
           options_.max_queued_sources, "): retry later with backoff"));
@@ -134,6 +137,7 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
     if (n > 0) {
       live_jobs_.push_back(state);
       for (size_t i = 0; i < n; ++i) queue_.push_back({state, static_cast<int>(i)});
+      queued_.store(static_cast<int64_t>(queue_.size()));
       work_.SignalAll();
       return absl::OkStatus();
     }
@@ -205,9 +209,11 @@ bool Engine::Admit(Worker* worker, std::vector<Pending>* admitted) {
     ++sequences;
     rows += search.beam_size;
     tokens += len;
+    metrics_.queue_wait_seconds.Observe(absl::ToDoubleSeconds(absl::Now() - p.job->submitted));
     admitted->push_back(p);
     queue_.pop_front();
   }
+  queued_.store(static_cast<int64_t>(queue_.size()));
   return true;
 }
 
@@ -222,8 +228,10 @@ void Engine::EndExpiredJobs(Worker* worker) {
         ending.push_back({job, absl::UnavailableError("the server shut down before this "
                                                       "request finished: retry elsewhere")});
       } else if (job->job->cancelled.load(std::memory_order_relaxed)) {
+        metrics_.cancelled_total.fetch_add(1, std::memory_order_relaxed);
         ending.push_back({job, absl::CancelledError("the request was cancelled")});
       } else if (now > job->job->deadline) {
+        metrics_.expired_total.fetch_add(1, std::memory_order_relaxed);
         ending.push_back({job, absl::DeadlineExceededError(
                                    "the deadline passed before the translation finished")});
       }
@@ -257,8 +265,15 @@ void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
   }
   admitted.clear();
   if (live.empty()) return;
+  const absl::Time start = absl::Now();
   std::shared_ptr<EncodedBatch> encoded = model_->encoder().Encode(sources);
   model_->decoder().PrecomputeCrossKv(*encoded);
+  metrics_.encoder_seconds.Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  int64_t longest = 0;
+  for (const auto& src : sources) longest = std::max<int64_t>(longest, src.size());
+  metrics_.encoder_real_tokens_total.fetch_add(encoded->total_rows, std::memory_order_relaxed);
+  metrics_.encoder_padded_tokens_total.fetch_add(longest * static_cast<int64_t>(sources.size()),
+                                                 std::memory_order_relaxed);
   const ModelConfig& c = model_->config();
   for (size_t i = 0; i < live.size(); ++i) {
     const SearchOptions& search = live[i].job->job->search;
@@ -277,7 +292,9 @@ void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
 void Engine::StepOnce(Worker* worker) {
   const int64_t rows_before = worker->batch.active_rows();
   std::vector<std::unique_ptr<SequenceGroup>> finished;
+  const absl::Time start = absl::Now();
   const absl::Status status = worker->batch.Step(&finished);
+  const absl::Time end = absl::Now();
   if (!status.ok()) {  // cannot happen within the KV budget; end what was running, loudly
     worker->batch.RemoveIf([](const SequenceGroup&) { return true; }, &finished);
     for (const auto& g : finished) {
@@ -289,6 +306,18 @@ void Engine::StepOnce(Worker* worker) {
   }
   steps_.fetch_add(1);
   step_rows_.fetch_add(rows_before);
+  metrics_.decode_step_seconds.Observe(absl::ToDoubleSeconds(end - start));
+  metrics_.batch_sequences.Observe(static_cast<double>(rows_before));
+  auto first_tokens = [&](JobState& job) {
+    if (!job.first_tokens_seen.exchange(true)) {
+      metrics_.time_to_first_token_seconds.Observe(absl::ToDoubleSeconds(end - job.submitted));
+    }
+  };
+  for (const auto& g : worker->batch.groups()) first_tokens(*g->job);
+  for (const auto& g : finished) {
+    first_tokens(*g->job);
+    RecordFinished(*g);
+  }
   int64_t rows_after = 0;
   for (const auto& g : worker->batch.groups()) rows_after += g->search.active_beams();
   active_rows_.fetch_add(rows_after - rows_before);
@@ -345,12 +374,25 @@ void Engine::Shutdown(absl::Time deadline) {
   }
 }
 
+void Engine::RecordFinished(const SequenceGroup& g) {
+  const std::vector<Hypothesis> results = g.search.Results();
+  if (results.empty()) return;
+  const auto& tokens = results.front().tokens;
+  const bool ended = !tokens.empty() && tokens.back() == vocab_.eos_id;
+  const int64_t out = static_cast<int64_t>(tokens.size()) - (ended ? 1 : 0);
+  const int64_t in = static_cast<int64_t>(g.batch->lengths[g.source]);
+  metrics_.sentences_total.fetch_add(1, std::memory_order_relaxed);
+  metrics_.input_tokens_total.fetch_add(in, std::memory_order_relaxed);
+  metrics_.output_tokens_total.fetch_add(out, std::memory_order_relaxed);
+  if (!ended) metrics_.truncated_total.fetch_add(1, std::memory_order_relaxed);
+  metrics_.input_tokens.Observe(static_cast<double>(in));
+  metrics_.output_tokens.Observe(static_cast<double>(out));
+  metrics_.length_ratio.Observe(static_cast<double>(out) / static_cast<double>(std::max<int64_t>(1, in - 1)));
+}
+
 EngineStats Engine::stats() const {
   EngineStats s;
-  {
-    absl::MutexLock lock(&mu_);
-    s.queued_sources = static_cast<int64_t>(queue_.size());
-  }
+  s.queued_sources = queued_.load();
   s.active_sequences = active_sequences_.load();
   s.active_rows = active_rows_.load();
   s.kv_blocks_in_use = pool_.blocks_in_use();

@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "decode/search.h"
+#include "engine/metrics.h"
 #include "engine/model.h"
 #include "engine/step_batch.h"
 #include "layers/kv_cache.h"
@@ -100,7 +101,9 @@ class Engine {
   // rest with UNAVAILABLE and joins the workers. Idempotent.
   void Shutdown(absl::Time deadline);
 
+  // Lock-free: safe to call from a metrics scrape at any time.
   EngineStats stats() const;
+  const EngineMetrics& metrics() const { return metrics_; }
   const Model& model() const { return *model_; }
   const EngineOptions& options() const { return options_; }
 
@@ -117,6 +120,7 @@ class Engine {
   void StartSequences(Worker* worker, std::vector<Pending>& admitted);
   void StepOnce(Worker* worker);
   void Release(SequenceGroup& group);
+  void RecordFinished(const SequenceGroup& group);
   // Marks the job finished (false if it already was); its on_done is still to be called.
   bool MarkFinished(const std::shared_ptr<JobState>& job);
   void FinishJob(const std::shared_ptr<JobState>& job, JobResult result);
@@ -139,6 +143,8 @@ class Engine {
   std::vector<std::unique_ptr<Worker>> workers_;
 
   std::atomic<int64_t> active_sequences_{0}, active_rows_{0}, steps_{0}, step_rows_{0};
+  std::atomic<int64_t> queued_{0};  // queue_.size(), readable without mu_
+  EngineMetrics metrics_;
 };
 
 }  // namespace glossa

@@ -19,6 +19,7 @@ float* KvBlockPool::Allocate() {
   if (!free_.empty()) {
     float* b = free_.back();
     free_.pop_back();
+    in_use_.fetch_add(1, std::memory_order_relaxed);
     return b;
   }
   if (static_cast<int64_t>(all_.size()) >= max_blocks_) return nullptr;
@@ -26,17 +27,14 @@ float* KvBlockPool::Allocate() {
   if (p == nullptr) return nullptr;
   all_.push_back(static_cast<float*>(p));
   free_.reserve(all_.capacity());  // Free() never reallocates
+  in_use_.fetch_add(1, std::memory_order_relaxed);
   return static_cast<float*>(p);
 }
 
 void KvBlockPool::Free(float* block) {
   absl::MutexLock lock(&mu_);
   free_.push_back(block);
-}
-
-int64_t KvBlockPool::blocks_in_use() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(all_.size() - free_.size());
+  in_use_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 int64_t KvBlockPool::blocks_allocated() const {

@@ -5,6 +5,7 @@
 #ifndef GLOSSA_RUNTIME_LAYERS_KV_CACHE_H_
 #define GLOSSA_RUNTIME_LAYERS_KV_CACHE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -25,7 +26,7 @@ class KvBlockPool {
   float* Allocate();
   void Free(float* block);
   int64_t block_bytes() const { return block_floats_ * 4; }
-  int64_t blocks_in_use() const;
+  int64_t blocks_in_use() const { return in_use_.load(std::memory_order_relaxed); }  // lock-free
   int64_t blocks_allocated() const;
 
  private:
@@ -34,6 +35,7 @@ class KvBlockPool {
   mutable absl::Mutex mu_;
   std::vector<float*> free_ ABSL_GUARDED_BY(mu_);
   std::vector<float*> all_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> in_use_{0};
 };
 
 class KvCache {

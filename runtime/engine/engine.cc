@@ -12,7 +12,8 @@ struct JobState {
     remaining = static_cast<int>(job->sources.size());
   }
   std::shared_ptr<Job> job;
-  absl::Time submitted = absl::Now();
+  absl::Time submitted;
+  int next_source = 0;  // guarded by Engine::mu_: sources before it were admitted
   std::atomic<bool> first_tokens_seen{false};
   absl::Mutex mu;
   std::vector<std::vector<Hypothesis>> results ABSL_GUARDED_BY(mu);
@@ -45,13 +46,14 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options)
                                                            model_->config().d_model) * 4))) {
   const ModelConfig& c = model_->config();
   options_.max_output_tokens = MaxOutputTokens(*model_, options_.max_output_tokens);
-  options_.workers = std::max(1, options_.workers);
+  options_.workers = std::max(0, options_.workers);
   vocab_.vocab_size = c.target_vocab_size;
   vocab_.eos_id = c.eos_id;
   vocab_.decoder_start_id = c.decoder_start_id;
   vocab_.forced_eos_id = model_->info().generation.forced_eos_id;
   vocab_.banned_ids = c.banned_ids;
   kv_budget_blocks_ = std::max<int64_t>(1, options_.kv_cache_bytes / pool_.block_bytes());
+  if (options_.workers == 0) manual_ = std::make_unique<Worker>(*model_);
   for (int i = 0; i < options_.workers; ++i) {
     workers_.push_back(std::make_unique<Worker>(*model_));
     Worker* w = workers_.back().get();
@@ -59,7 +61,11 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options)
   }
 }
 
-Engine::~Engine() { Shutdown(absl::Now()); }
+Engine::~Engine() { Shutdown(absl::InfinitePast()); }
+
+absl::Time Engine::Now() const {
+  return options_.clock != nullptr ? options_.clock->Now() : absl::Now();
+}
 
 absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
   SearchOptions s;
@@ -124,20 +130,22 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
         kv_budget_blocks_ * pool_.block_bytes() >> 20, " MiB budget: lower either option"));
   }
   auto state = std::make_shared<JobState>(std::move(job));
+  state->submitted = Now();
   {
     absl::MutexLock lock(&mu_);
     if (!accepting_) return absl::UnavailableError("the server is shutting down: retry elsewhere");
-    const size_t n = state->job->sources.size();
-    if (queue_.size() + n > static_cast<size_t>(options_.max_queued_sources)) {
+    const int64_t n = static_cast<int64_t>(state->job->sources.size());
+    if (pending_sources_ + n > options_.max_queued_sources) {
       metrics_.rejected_total.fetch_add(1, std::memory_order_relaxed);
       return absl::ResourceExhaustedError(absl::StrCat(
-          "the queue is full (", queue_.size(), " sentences waiting, limit ",
+          "the queue is full (", pending_sources_, " sentences waiting, limit ",
           options_.max_queued_sources, "): retry later with backoff"));
     }
     if (n > 0) {
       live_jobs_.push_back(state);
-      for (size_t i = 0; i < n; ++i) queue_.push_back({state, static_cast<int>(i)});
-      queued_.store(static_cast<int64_t>(queue_.size()));
+      queue_.push_back(state);
+      pending_sources_ += n;
+      queued_.store(pending_sources_);
       work_.SignalAll();
       return absl::OkStatus();
     }
@@ -171,13 +179,13 @@ void Engine::Release(SequenceGroup& group) {
   work_.SignalAll();
 }
 
-bool Engine::Admit(Worker* worker, std::vector<Pending>* admitted) {
+bool Engine::WaitForWork(Worker* worker) {
   absl::MutexLock lock(&mu_);
   auto head_fits = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (queue_.empty()) return false;
-    const Pending& p = queue_.front();
-    return p.job->done.load() ||
-           kv_reserved_blocks_ + KvBlocksFor(p.job->job->search) <= kv_budget_blocks_;
+    const JobState& job = *queue_.front();
+    return job.done.load() ||
+           kv_reserved_blocks_ + KvBlocksFor(job.job->search) <= kv_budget_blocks_;
   };
   while (!(stop_ || abort_ || !worker->batch.empty() || head_fits())) {
     if (queue_.empty()) {
@@ -186,42 +194,54 @@ bool Engine::Admit(Worker* worker, std::vector<Pending>* admitted) {
       break;  // the head waits for KV room: return now and then to end cancelled or late jobs
     }
   }
-  if (worker->batch.empty() && queue_.empty() && (stop_ || abort_)) return false;
+  return !(worker->batch.empty() && queue_.empty() && (stop_ || abort_));
+}
+
+void Engine::Admit(Worker* worker, std::vector<Pending>* admitted) {
+  absl::MutexLock lock(&mu_);
   int sequences = static_cast<int>(worker->batch.groups().size());
   int64_t rows = worker->batch.active_rows(), tokens = 0;
-  while (!queue_.empty() && !abort_) {
-    const Pending& p = queue_.front();
-    if (p.job->done.load()) {
-      queue_.pop_front();
-      continue;
+  const absl::Time now = Now();
+  // Passes over the waiting jobs in arrival order, one source from each per pass.
+  bool full = abort_;
+  while (!full && !queue_.empty()) {
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      JobState& job = **it;
+      const int n = static_cast<int>(job.job->sources.size());
+      if (job.done.load()) {
+        pending_sources_ -= n - job.next_source;
+        it = queue_.erase(it);
+        continue;
+      }
+      const SearchOptions& search = job.job->search;
+      const int64_t len = static_cast<int64_t>(job.job->sources[job.next_source].size());
+      const int kv = KvBlocksFor(search);
+      const bool first = worker->batch.empty() && admitted->empty();
+      if (kv_reserved_blocks_ + kv > kv_budget_blocks_ ||
+          (!first && (sequences + 1 > options_.max_active_sequences ||
+                      rows + search.beam_size > options_.max_active_rows ||
+                      tokens + len > options_.max_encoder_tokens))) {
+        full = true;
+        break;
+      }
+      kv_reserved_blocks_ += kv;
+      ++sequences;
+      rows += search.beam_size;
+      tokens += len;
+      metrics_.queue_wait_seconds.Observe(absl::ToDoubleSeconds(now - job.submitted));
+      admitted->push_back({*it, job.next_source++});
+      --pending_sources_;
+      it = job.next_source == n ? queue_.erase(it) : std::next(it);
     }
-    const SearchOptions& search = p.job->job->search;
-    const int64_t len = static_cast<int64_t>(p.job->job->sources[p.index].size());
-    const int kv = KvBlocksFor(search);
-    const bool first = worker->batch.empty() && admitted->empty();
-    if (kv_reserved_blocks_ + kv > kv_budget_blocks_) break;
-    if (!first && (sequences + 1 > options_.max_active_sequences ||
-                   rows + search.beam_size > options_.max_active_rows ||
-                   tokens + len > options_.max_encoder_tokens)) {
-      break;
-    }
-    kv_reserved_blocks_ += kv;
-    ++sequences;
-    rows += search.beam_size;
-    tokens += len;
-    metrics_.queue_wait_seconds.Observe(absl::ToDoubleSeconds(absl::Now() - p.job->submitted));
-    admitted->push_back(p);
-    queue_.pop_front();
   }
-  queued_.store(static_cast<int64_t>(queue_.size()));
-  return true;
+  queued_.store(pending_sources_);
 }
 
 void Engine::EndExpiredJobs(Worker* worker) {
   std::vector<std::pair<std::shared_ptr<JobState>, absl::Status>> ending;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     for (const auto& job : live_jobs_) {
       if (job->done.load()) continue;
       if (abort_) {
@@ -265,10 +285,10 @@ void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
   }
   admitted.clear();
   if (live.empty()) return;
-  const absl::Time start = absl::Now();
+  const absl::Time start = Now();
   std::shared_ptr<EncodedBatch> encoded = model_->encoder().Encode(sources);
   model_->decoder().PrecomputeCrossKv(*encoded);
-  metrics_.encoder_seconds.Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  metrics_.encoder_seconds.Observe(absl::ToDoubleSeconds(Now() - start));
   int64_t longest = 0;
   for (const auto& src : sources) longest = std::max<int64_t>(longest, src.size());
   metrics_.encoder_real_tokens_total.fetch_add(encoded->total_rows, std::memory_order_relaxed);
@@ -292,9 +312,9 @@ void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
 void Engine::StepOnce(Worker* worker) {
   const int64_t rows_before = worker->batch.active_rows();
   std::vector<std::unique_ptr<SequenceGroup>> finished;
-  const absl::Time start = absl::Now();
+  const absl::Time start = Now();
   const absl::Status status = worker->batch.Step(&finished);
-  const absl::Time end = absl::Now();
+  const absl::Time end = Now();
   if (!status.ok()) {  // cannot happen within the KV budget; end what was running, loudly
     worker->batch.RemoveIf([](const SequenceGroup&) { return true; }, &finished);
     for (const auto& g : finished) {
@@ -342,17 +362,41 @@ void Engine::StepOnce(Worker* worker) {
   for (auto& [job, results] : complete) FinishJob(job, std::move(results));
 }
 
+void Engine::Iterate(Worker* worker) {
+  std::vector<Pending> admitted;
+  Admit(worker, &admitted);
+  EndExpiredJobs(worker);
+  StartSequences(worker, admitted);
+  if (!worker->batch.empty()) StepOnce(worker);
+}
+
 void Engine::WorkerLoop(Worker* worker) {
   SetComputeThreads(options_.threads_per_worker);
-  std::vector<Pending> admitted;
-  while (Admit(worker, &admitted)) {
-    EndExpiredJobs(worker);
-    StartSequences(worker, admitted);
-    if (!worker->batch.empty()) StepOnce(worker);
+  while (WaitForWork(worker)) Iterate(worker);
+}
+
+bool Engine::RunOnce() {
+  if (manual_ == nullptr) return false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (queue_.empty() && manual_->batch.empty() && live_jobs_.empty()) return false;
   }
+  Iterate(manual_.get());
+  return true;
 }
 
 void Engine::Shutdown(absl::Time deadline) {
+  if (manual_ != nullptr) {  // no workers: drain on this thread
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        accepting_ = false;
+        if (live_jobs_.empty() && manual_->batch.empty()) break;
+        if (absl::Now() >= deadline) abort_ = true;
+      }
+      Iterate(manual_.get());
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     if (stop_) return;

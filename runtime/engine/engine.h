@@ -1,15 +1,20 @@
 // The engine: requests in, translations out, with continuous batching.
 //
-// Submit() queues a job's sources (FIFO) and returns at once. Each worker thread runs a step
-// loop: between two decoder steps it admits queued sources while the budgets allow (decoder rows,
-// KV cache, encoder tokens per admission), encodes the admitted sources together, runs ONE
-// decoder step for every active sequence of every job (greedy and beam rows side by side), and
-// retires finished, cancelled or expired sequences at once, returning their KV blocks.
+// Submit() queues a job and returns at once. Each worker thread runs a step loop: between two
+// decoder steps it admits queued sources while the budgets allow (decoder rows, KV cache, encoder
+// tokens per admission), encodes the admitted sources together, runs ONE decoder step for every
+// active sequence of every job (greedy and beam rows side by side), and retires finished,
+// cancelled or expired sequences at once, returning their KV blocks.
+//
+// Admission policy (fair FIFO): jobs wait in arrival order; each admission pass takes ONE source
+// from each waiting job in that order, and passes repeat while the budgets allow. A job of many
+// sentences therefore gets one slot per pass like any other job: a short request that arrives
+// behind a long one waits for at most one pass's worth of the long one's sentences, never for all
+// of them. When the next source in that order does not fit, admission stops there (no
+// overtaking), and an empty batch always admits it, so nothing starves.
 //
 // Invariants:
 //  - a job's on_done runs exactly once, on a worker thread, never under an engine lock;
-//  - queue order is admission order (FIFO); a source that does not fit waits at the head, and
-//    an empty batch always admits the head, so nothing starves;
 //  - the KV budget counts each admitted sequence's worst case (beams × max length), so a step
 //    never runs out of cache mid-flight;
 //  - no lock is held while the encoder or decoder runs.
@@ -44,8 +49,16 @@ struct TranslateOptions {
   int num_hypotheses = 0;
 };
 
+// Time source, injectable for tests.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual absl::Time Now() const = 0;
+};
+
 struct EngineOptions {
-  int workers = 1;             // step loops, each with its own OpenMP team
+  int workers = 1;             // step loops, each with its own OpenMP team; 0: none, the caller
+                               // drives the engine with RunOnce() (deterministic tests)
   int threads_per_worker = 1;  // OpenMP threads of each worker
   int max_active_sequences = 64;  // sources decoding together, per worker
   int max_active_rows = 256;      // decoder rows (sources × beams) per step, per worker
@@ -55,6 +68,7 @@ struct EngineOptions {
   int default_beam_size = 4;
   int max_beam_size = 16;
   int max_output_tokens = 0;  // default and ceiling; 0: the model's max_length - 1
+  const Clock* clock = nullptr;  // nullptr: the real clock
 };
 
 using JobResult = absl::StatusOr<std::vector<std::vector<Hypothesis>>>;
@@ -103,6 +117,11 @@ class Engine {
 
   // Lock-free: safe to call from a metrics scrape at any time.
   EngineStats stats() const;
+
+  // With workers == 0: one iteration of the step loop on the calling thread (admit, end
+  // cancelled or expired jobs, encode the admitted, one decoder step). Returns false when there
+  // was nothing to do.
+  bool RunOnce();
   const EngineMetrics& metrics() const { return metrics_; }
   const Model& model() const { return *model_; }
   const EngineOptions& options() const { return options_; }
@@ -114,8 +133,12 @@ class Engine {
   };
   struct Worker;
 
+  absl::Time Now() const;
   void WorkerLoop(Worker* worker);
-  bool Admit(Worker* worker, std::vector<Pending>* admitted);
+  // Blocks until this worker has something to do; false when it should exit.
+  bool WaitForWork(Worker* worker);
+  void Iterate(Worker* worker);
+  void Admit(Worker* worker, std::vector<Pending>* admitted);
   void EndExpiredJobs(Worker* worker);
   void StartSequences(Worker* worker, std::vector<Pending>& admitted);
   void StepOnce(Worker* worker);
@@ -134,7 +157,8 @@ class Engine {
 
   mutable absl::Mutex mu_;
   absl::CondVar work_;
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<JobState>> queue_ ABSL_GUARDED_BY(mu_);  // jobs with sources waiting
+  int64_t pending_sources_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<JobState>> live_jobs_ ABSL_GUARDED_BY(mu_);
   int64_t kv_reserved_blocks_ ABSL_GUARDED_BY(mu_) = 0;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
@@ -143,7 +167,8 @@ class Engine {
   std::vector<std::unique_ptr<Worker>> workers_;
 
   std::atomic<int64_t> active_sequences_{0}, active_rows_{0}, steps_{0}, step_rows_{0};
-  std::atomic<int64_t> queued_{0};  // queue_.size(), readable without mu_
+  std::atomic<int64_t> queued_{0};  // pending_sources_, readable without mu_
+  std::unique_ptr<Worker> manual_;  // workers == 0
   EngineMetrics metrics_;
 };
 

@@ -1,0 +1,168 @@
+// The engine's scheduling, driven by hand (workers = 0, RunOnce) with a fake clock: fair
+// admission, budgets, deadlines, queue-wait accounting.
+#include "absl/synchronization/mutex.h"
+#include "common/test_util.h"
+#include "engine/engine.h"
+
+namespace glossa {
+namespace {
+
+class FakeClock : public Clock {
+ public:
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time now_ = absl::FromUnixSeconds(1'000'000);
+};
+
+struct Tracked {
+  std::shared_ptr<Job> job = std::make_shared<Job>();
+  bool done = false;
+  JobResult result;
+  Tracked(std::vector<std::vector<int>> sources, int beam) {
+    job->sources = std::move(sources);
+    job->search.beam_size = beam;
+    job->search.max_new_tokens = 128;
+    job->on_done = [this](JobResult r) {
+      result = std::move(r);
+      done = true;
+    };
+  }
+};
+
+std::vector<std::vector<int>> Sources(size_t first, size_t n) {
+  const auto golden = testing::ReadGolden("greedy");
+  std::vector<std::vector<int>> s;
+  for (size_t i = first; i < first + n; ++i) s.push_back(golden[i].src_ids);
+  return s;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::HaveShared()) GTEST_SKIP() << "needs the shared golden data";
+    options_.workers = 0;
+    options_.clock = &clock_;
+  }
+  FakeClock clock_;
+  EngineOptions options_;
+};
+
+TEST_F(SchedulerTest, AShortRequestIsNotStuckBehindALongOne) {
+  options_.max_active_sequences = 4;
+  Engine engine(testing::DemoModel(), options_);
+  Tracked long_job(Sources(0, 40), 1), short_job(Sources(100, 1), 1);
+  ASSERT_TRUE(engine.Submit(long_job.job).ok());
+  ASSERT_TRUE(engine.Submit(short_job.job).ok());
+  ASSERT_TRUE(engine.RunOnce());
+  // The first admission took one sentence from each job, then filled up from the long one.
+  EXPECT_EQ(engine.stats().active_sequences, 4);
+  EXPECT_EQ(engine.stats().queued_sources, 37);
+  int steps = 1;
+  while (!short_job.done && steps < 300) {
+    engine.RunOnce();
+    ++steps;
+  }
+  ASSERT_TRUE(short_job.done);
+  EXPECT_TRUE(short_job.result.ok());
+  EXPECT_FALSE(long_job.done);
+  EXPECT_GT(engine.stats().queued_sources, 0) << "the short job waited for the whole long one";
+  while (engine.RunOnce()) {
+  }
+  ASSERT_TRUE(long_job.done);
+  ASSERT_TRUE(long_job.result.ok());
+  EXPECT_EQ(long_job.result->size(), 40u);
+}
+
+TEST_F(SchedulerTest, WaitingJobsAreAdmittedInArrivalOrderOneSentenceEachPerPass) {
+  options_.max_active_sequences = 3;
+  Engine engine(testing::DemoModel(), options_);
+  Tracked a(Sources(0, 5), 1), b(Sources(10, 5), 1), c(Sources(20, 5), 1);
+  for (Tracked* t : {&a, &b, &c}) ASSERT_TRUE(engine.Submit(t->job).ok());
+  ASSERT_TRUE(engine.RunOnce());
+  EXPECT_EQ(engine.stats().active_sequences, 3);
+  EXPECT_EQ(engine.stats().queued_sources, 12);  // 4 left of each: one of each was admitted
+}
+
+TEST_F(SchedulerTest, TheKvBudgetBoundsWhatIsAdmitted) {
+  // Room for exactly two greedy sentences of up to 128 tokens: 2 × 8 blocks.
+  const ModelConfig& c = testing::DemoModel()->config();
+  options_.kv_cache_bytes = 2 * 8 * KvCache::BlockFloats(c.decoder_layers, c.d_model) * 4;
+  Engine engine(testing::DemoModel(), options_);
+  std::vector<std::unique_ptr<Tracked>> jobs;
+  for (int i = 0; i < 5; ++i) {
+    jobs.push_back(std::make_unique<Tracked>(Sources(i, 1), 1));
+    ASSERT_TRUE(engine.Submit(jobs.back()->job).ok());
+  }
+  int guard = 0;
+  while (engine.RunOnce() && ++guard < 2000) {
+    const EngineStats s = engine.stats();
+    ASSERT_LE(s.active_sequences, 2);
+    ASSERT_LE(s.kv_bytes_in_use, s.kv_bytes_capacity);
+  }
+  for (const auto& j : jobs) EXPECT_TRUE(j->done && j->result.ok());
+}
+
+TEST_F(SchedulerTest, TheRowBudgetCountsBeams) {
+  options_.max_active_rows = 8;
+  Engine engine(testing::DemoModel(), options_);
+  Tracked a(Sources(0, 6), 4);
+  ASSERT_TRUE(engine.Submit(a.job).ok());
+  int guard = 0;
+  while (engine.RunOnce() && ++guard < 2000) ASSERT_LE(engine.stats().active_rows, 8);
+  EXPECT_TRUE(a.done && a.result.ok());
+}
+
+TEST_F(SchedulerTest, ADeadlinePassingOnTheClockEndsTheJobAtTheNextIteration) {
+  Engine engine(testing::DemoModel(), options_);
+  Tracked a(Sources(0, 2), 4);
+  a.job->deadline = clock_.Now() + absl::Seconds(1);
+  ASSERT_TRUE(engine.Submit(a.job).ok());
+  ASSERT_TRUE(engine.RunOnce());
+  ASSERT_TRUE(engine.RunOnce());
+  EXPECT_FALSE(a.done);
+  const int64_t steps = engine.stats().steps;
+  clock_.Advance(absl::Seconds(2));
+  engine.RunOnce();
+  ASSERT_TRUE(a.done);
+  EXPECT_EQ(a.result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(engine.stats().steps, steps) << "a step ran for an expired job";
+  EXPECT_EQ(engine.stats().active_sequences, 0);
+  EXPECT_EQ(engine.stats().kv_bytes_in_use, 0);
+}
+
+TEST_F(SchedulerTest, ACancelledJobRunsNoFurtherStep) {
+  Engine engine(testing::DemoModel(), options_);
+  Tracked a(Sources(0, 3), 2);
+  ASSERT_TRUE(engine.Submit(a.job).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine.RunOnce());
+  const int64_t steps = engine.stats().steps;
+  a.job->Cancel();
+  engine.RunOnce();
+  ASSERT_TRUE(a.done);
+  EXPECT_EQ(a.result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(engine.stats().steps, steps);
+  EXPECT_EQ(engine.stats().kv_bytes_in_use, 0);
+}
+
+TEST_F(SchedulerTest, QueueWaitIsMeasuredOnTheInjectedClock) {
+  Engine engine(testing::DemoModel(), options_);
+  Tracked a(Sources(0, 1), 1);
+  ASSERT_TRUE(engine.Submit(a.job).ok());
+  clock_.Advance(absl::Seconds(3));
+  ASSERT_TRUE(engine.RunOnce());
+  const auto wait = engine.metrics().queue_wait_seconds.Read();
+  EXPECT_EQ(wait.count, 1u);
+  EXPECT_DOUBLE_EQ(wait.sum, 3.0);
+}
+
+}  // namespace
+}  // namespace glossa

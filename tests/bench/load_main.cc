@@ -1,0 +1,236 @@
+// glossa-load: the server under concurrent load, through real gRPC on loopback. Prints JSON.
+//
+// Closed loop (--clients 1,8,32,128): N clients, each sending one sentence at a time and the
+// next as soon as the answer arrives, until the input is used up. Open loop (--rates R1,R2,...):
+// sentences arrive as a Poisson process of R per second for --seconds, whatever the answers,
+// to find the rate where p99 latency exceeds 1 s. By default the server runs in this process
+// (the demo model), so the engine's own counters give the mean rows per decoder step; with
+// --server the load goes to a running server instead.
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "bench_util.h"
+#include "glossa/v1/translator.grpc.pb.h"
+#include "server/model_registry.h"
+#include "server/service.h"
+
+ABSL_FLAG(std::string, server, "", "Address of a running server; empty: start one in-process");
+ABSL_FLAG(std::string, model, GLOSSA_DEMO_MODEL, "Model file for the in-process server");
+ABSL_FLAG(std::string, input, GLOSSA_SHARED_DIR "/golden/dev.es", "Sentences, one per line");
+ABSL_FLAG(int, limit, 0, "Use only the first N sentences (0: all)");
+ABSL_FLAG(std::string, clients, "1,8,32,128", "Closed-loop runs: concurrent clients");
+ABSL_FLAG(std::string, rates, "", "Open-loop runs: Poisson arrival rates, sentences/s");
+ABSL_FLAG(double, seconds, 20, "Length of each open-loop run");
+ABSL_FLAG(int, beam_size, 1, "Beam size of every request");
+ABSL_FLAG(int, max_output_tokens, 256, "max_output_tokens of every request");
+ABSL_FLAG(int, threads, 1, "In-process server: compute threads per engine worker");
+ABSL_FLAG(int, max_active_sequences, 64, "In-process server: sentences decoded together");
+
+namespace v1 = glossa::v1;
+using glossa::bench::Percentile;
+using glossa::bench::Round;
+
+namespace {
+
+struct Sample {
+  double seconds = 0;
+  int tokens = 0;
+  bool ok = false;
+};
+
+Sample Call(v1::Translator::Stub& stub, const std::string& text) {
+  v1::TranslateRequest request;
+  request.add_texts(text);
+  request.mutable_options()->set_beam_size(absl::GetFlag(FLAGS_beam_size));
+  request.mutable_options()->set_max_output_tokens(absl::GetFlag(FLAGS_max_output_tokens));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  v1::TranslateResponse response;
+  const absl::Time start = absl::Now();
+  const grpc::Status status = stub.Translate(&context, request, &response);
+  Sample s;
+  s.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  s.ok = status.ok();
+  if (s.ok) {
+    const auto& ids = response.translations(0).hypotheses(0).token_ids();
+    s.tokens = ids.size() - (ids.empty() || ids[ids.size() - 1] != 0 ? 0 : 1);  // EOS (id 0) excluded
+  }
+  return s;
+}
+
+// Engine counters of the in-process server, to derive rows per decoder step.
+struct StepCounters {
+  int64_t steps = 0, rows = 0;
+};
+
+class Target {
+ public:
+  Target() {
+    std::string address = absl::GetFlag(FLAGS_server);
+    if (address.empty()) address = StartInProcess();
+    channel_ = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    stub_ = v1::Translator::NewStub(channel_);
+  }
+  ~Target() {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now());
+    if (registry_) registry_->Shutdown(absl::Now());
+  }
+  v1::Translator::Stub& stub() { return *stub_; }
+  StepCounters counters() const {
+    StepCounters c;
+    if (!registry_) return c;
+    for (const auto& [name, m] : registry_->models()) {
+      c.steps += m->engine->stats().steps;
+      c.rows += m->engine->stats().step_rows;
+    }
+    return c;
+  }
+
+ private:
+  std::string StartInProcess() {
+    glossa::EngineOptions options;
+    options.threads_per_worker = absl::GetFlag(FLAGS_threads);
+    options.max_active_sequences = absl::GetFlag(FLAGS_max_active_sequences);
+    options.max_active_rows = options.max_active_sequences * 4;
+    auto registry = glossa::server::ModelRegistry::Load({"demo=" + absl::GetFlag(FLAGS_model)},
+                                                        options);
+    if (!registry.ok()) {
+      std::cerr << "glossa-load: " << registry.status() << "\n";
+      std::exit(2);
+    }
+    registry_ = *std::move(registry);
+    service_ = std::make_unique<glossa::server::TranslatorService>(registry_.get(),
+                                                                  glossa::server::RequestLimits{});
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    return absl::StrCat("127.0.0.1:", port);
+  }
+
+  std::unique_ptr<glossa::server::ModelRegistry> registry_;
+  std::unique_ptr<glossa::server::TranslatorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Translator::Stub> stub_;
+};
+
+std::string Report(const std::string& kind, double knob, const std::vector<Sample>& samples,
+                   double seconds, StepCounters before, StepCounters after) {
+  std::vector<double> latencies;
+  int64_t tokens = 0, failed = 0;
+  for (const Sample& s : samples) {
+    if (!s.ok) {
+      ++failed;
+      continue;
+    }
+    latencies.push_back(s.seconds * 1000);
+    tokens += s.tokens;
+  }
+  const int64_t steps = after.steps - before.steps;
+  return absl::StrFormat(
+      "    {\"mode\": \"%s\", \"%s\": %g, \"sentences\": %d, \"failed\": %d, \"target_tokens\": "
+      "%d, \"seconds\": %g, \"target_tokens_per_s\": %g, \"sentences_per_s\": %g, "
+      "\"latency_ms\": {\"p50\": %g, \"p90\": %g, \"p99\": %g, \"max\": %g}, "
+      "\"mean_rows_per_step\": %g, \"load_average_1m\": %g}",
+      kind, kind == "closed" ? "clients" : "rate", knob, samples.size(), failed, tokens,
+      Round(seconds, 3), Round(tokens / seconds, 1), Round(latencies.size() / seconds, 2),
+      Round(Percentile(latencies, 50), 1), Round(Percentile(latencies, 90), 1),
+      Round(Percentile(latencies, 99), 1), Round(Percentile(latencies, 100), 1),
+      steps > 0 ? Round(static_cast<double>(after.rows - before.rows) / steps, 2) : -1.0,
+      glossa::bench::LoadAverage());
+}
+
+std::string ClosedLoop(Target& target, const std::vector<std::string>& texts, int clients) {
+  std::vector<Sample> samples(texts.size());
+  std::atomic<size_t> next{0};
+  const StepCounters before = target.counters();
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&] {
+      for (size_t i; (i = next++) < texts.size();) samples[i] = Call(target.stub(), texts[i]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return Report("closed", clients, samples, seconds, before, target.counters());
+}
+
+std::string OpenLoop(Target& target, const std::vector<std::string>& texts, double rate) {
+  std::mt19937 rng(7);
+  std::exponential_distribution<double> gap(rate);
+  const double duration = absl::GetFlag(FLAGS_seconds);
+  std::vector<double> arrivals;
+  for (double t = gap(rng); t < duration; t += gap(rng)) arrivals.push_back(t);
+  std::vector<Sample> samples(arrivals.size());
+  const StepCounters before = target.counters();
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    const absl::Time when = start + absl::Seconds(arrivals[i]);
+    absl::SleepFor(when - absl::Now());
+    threads.emplace_back([&, i] { samples[i] = Call(target.stub(), texts[i % texts.size()]); });
+  }
+  for (auto& t : threads) t.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return Report("open", rate, samples, seconds, before, target.counters());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Loads a Glossa server with concurrent clients through gRPC and prints JSON.\n"
+      "  glossa-load [--clients 1,8,32,128] [--rates 5,10,20] [--server HOST:PORT]");
+  absl::ParseCommandLine(argc, argv);
+  auto texts = glossa::bench::ReadLines(absl::GetFlag(FLAGS_input), absl::GetFlag(FLAGS_limit));
+  if (!texts.ok() || texts->empty()) {
+    std::cerr << "glossa-load: cannot read --input " << absl::GetFlag(FLAGS_input) << "\n";
+    return 2;
+  }
+  auto clients = glossa::bench::ParseIntList("clients", absl::GetFlag(FLAGS_clients));
+  if (!clients.ok()) {
+    std::cerr << "glossa-load: " << clients.status().message() << "\n";
+    return 2;
+  }
+  Target target;
+  Call(target.stub(), (*texts)[0]);  // warm-up
+  std::vector<std::string> runs;
+  for (int n : *clients) {
+    std::cerr << "glossa-load: " << n << " clients\n";
+    runs.push_back(ClosedLoop(target, *texts, n));
+  }
+  if (!absl::GetFlag(FLAGS_rates).empty()) {
+    auto rates = glossa::bench::ParseIntList("rates", absl::GetFlag(FLAGS_rates));
+    if (!rates.ok()) {
+      std::cerr << "glossa-load: " << rates.status().message() << "\n";
+      return 2;
+    }
+    for (int r : *rates) {
+      std::cerr << "glossa-load: " << r << " sentences/s (open loop)\n";
+      runs.push_back(OpenLoop(target, *texts, r));
+    }
+  }
+  std::printf("{\n  \"input\": \"%s\",\n  \"sentences\": %zu,\n  \"beam_size\": %d,\n"
+              "  \"cpu\": \"%s\",\n  \"runs\": [\n",
+              absl::GetFlag(FLAGS_input).c_str(), texts->size(), absl::GetFlag(FLAGS_beam_size),
+              glossa::bench::CpuModel().c_str());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::printf("%s%s\n", runs[i].c_str(), i + 1 < runs.size() ? "," : "");
+  }
+  std::printf("  ]\n}\n");
+  return 0;
+}

@@ -10,6 +10,7 @@ namespace glossa::server {
 absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(
     const std::vector<std::string>& specs, const EngineOptions& options) {
   auto registry = std::make_unique<ModelRegistry>();
+  std::map<std::string, std::shared_ptr<const Model>> by_path;  // one mapping per file
   for (const std::string& spec : specs) {
     const size_t eq = spec.find('=');
     std::string name, path;
@@ -29,12 +30,16 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(
       return absl::InvalidArgumentError(absl::StrCat("--model: the name '", name,
                                                      "' is given twice"));
     }
-    auto model = Model::Load(path);
-    if (!model.ok()) return model.status();
+    std::shared_ptr<const Model>& model = by_path[path];
+    if (model == nullptr) {
+      auto loaded = Model::Load(path);
+      if (!loaded.ok()) return loaded.status();
+      model = *std::move(loaded);
+    }
     auto entry = std::make_unique<LoadedModel>();
     entry->name = name;
     entry->path = path;
-    entry->model = *model;
+    entry->model = model;
     entry->engine = std::make_unique<Engine>(entry->model, options);
     registry->models_.emplace(name, std::move(entry));
   }

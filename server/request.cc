@@ -7,11 +7,6 @@ namespace glossa::server {
 namespace {
 
 absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
-  if (o.sampling_temperature() != 0.0f || o.sampling_top_k() != 0 || o.sampling_top_p() != 0.0f) {
-    return absl::InvalidArgumentError(
-        "sampling (sampling_temperature, sampling_top_k, sampling_top_p) is not supported yet: "
-        "leave them 0 for greedy or beam search");
-  }
   constexpr uint32_t kHuge = 1u << 20;
   if (o.beam_size() > kHuge || o.num_hypotheses() > kHuge || o.max_output_tokens() > kHuge) {
     return absl::InvalidArgumentError("beam_size, num_hypotheses and max_output_tokens must be "
@@ -22,6 +17,13 @@ absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
   t.num_hypotheses = static_cast<int>(o.num_hypotheses());
   t.max_output_tokens = static_cast<int>(o.max_output_tokens());
   if (o.length_penalty() != 0.0f) t.length_penalty = o.length_penalty();
+  if (o.sampling_top_k() > kHuge) {
+    return absl::InvalidArgumentError("sampling_top_k must be a small number (0: no cut)");
+  }
+  t.sampling.temperature = o.sampling_temperature();
+  t.sampling.top_k = static_cast<int>(o.sampling_top_k());
+  t.sampling.top_p = o.sampling_top_p();
+  t.sampling.seed = o.seed();
   return t;
 }
 

@@ -22,6 +22,7 @@ Search::Search(const SearchOptions& options, const SearchVocab& vocab)
   beams_[0].ancestry.push_back(0);
   next_beams_.resize(options_.beam_size);
   candidates_.reserve(4 * options_.beam_size * options_.beam_size);
+  rng_.seed(options_.sampling.seed);
 }
 
 int Search::input_token(int beam) const {
@@ -55,15 +56,58 @@ void Search::AdvanceGreedy(float* row) {
   for (int i = 0; i < v; ++i) sum += std::exp(row[i] - max);
   const bool forced = vocab_.forced_eos_id >= 0 && step_ == options_.max_new_tokens - 1;
   ApplyProcessors(row);
-  const int token = static_cast<int>(ops::ArgMax(row, v));
+  int token;
+  float logit;
+  if (options_.sampling.temperature > 0.0f) {
+    // Sampling rewrites the row; keep what the score needs first.
+    std::vector<float>& keep = scratch_row_;
+    keep.assign(row, row + v);
+    token = Sample(row);
+    logit = keep[token];
+  } else {
+    token = static_cast<int>(ops::ArgMax(row, v));
+    logit = row[token];
+  }
   Beam& beam = beams_[0];
-  beam.score += forced ? 0.0f : (row[token] - max) - std::log(sum);
+  beam.score += forced ? 0.0f : (logit - max) - std::log(sum);
   beam.tokens.push_back(token);
   ++step_;
   if (token == vocab_.eos_id || step_ >= options_.max_new_tokens) {
     finished_.push_back({beam.score, beam.tokens});
     done_ = true;
   }
+}
+
+int Search::Sample(float* row) {
+  const int v = vocab_.vocab_size;
+  const SamplingOptions& o = options_.sampling;
+  sorted_.clear();
+  for (int i = 0; i < v; ++i) {
+    if (row[i] > -std::numeric_limits<float>::infinity()) sorted_.push_back({row[i] / o.temperature, i});
+  }
+  if (sorted_.empty()) return vocab_.eos_id;
+  std::sort(sorted_.begin(), sorted_.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  if (o.top_k > 0 && static_cast<size_t>(o.top_k) < sorted_.size()) sorted_.resize(o.top_k);
+  // Probabilities of what is left, most likely first.
+  const float max = sorted_.front().first;
+  double total = 0;
+  for (auto& [value, id] : sorted_) total += (value = std::exp(value - max));
+  if (o.top_p < 1.0f) {
+    double cumulative = 0;
+    size_t keep = 0;
+    while (keep < sorted_.size() && (keep == 0 || cumulative < o.top_p * total)) {
+      cumulative += sorted_[keep++].first;
+    }
+    sorted_.resize(keep);
+    total = cumulative;
+  }
+  double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
+  for (const auto& [p, id] : sorted_) {
+    if ((r -= p) <= 0) return id;
+  }
+  return sorted_.back().second;
 }
 
 // Keeps the `count` best (score, beam, token) of `scores` = one beam's log-probabilities plus

@@ -15,9 +15,21 @@
 #ifndef GLOSSA_RUNTIME_DECODE_SEARCH_H_
 #define GLOSSA_RUNTIME_DECODE_SEARCH_H_
 
+#include <cstdint>
+#include <random>
 #include <vector>
 
 namespace glossa {
+
+// Random sampling instead of greedy search (beam_size must then be 1): logits processed as for
+// greedy, divided by the temperature, cut to the top_k most likely and to the smallest set whose
+// probability reaches top_p (Hugging Face's warpers, in that order), then sampled.
+struct SamplingOptions {
+  float temperature = 0.0f;  // > 0 switches sampling on
+  int top_k = 0;             // 0: no cut
+  float top_p = 1.0f;        // 1: no cut
+  uint64_t seed = 0;
+};
 
 struct SearchOptions {
   int beam_size = 1;
@@ -25,6 +37,7 @@ struct SearchOptions {
   float length_penalty = 1.0f;
   bool early_stopping = false;
   int num_hypotheses = 1;  // <= beam_size
+  SamplingOptions sampling;
 };
 
 struct SearchVocab {
@@ -80,6 +93,8 @@ class Search {
 
   void ApplyProcessors(float* row) const;
   void AdvanceGreedy(float* logits);
+  // Picks a token from the processed logits of the single beam by sampling.
+  int Sample(float* row);
   void AdvanceBeam(float* logits);
   void TopCandidates(const float* scores, int count);
   void AddFinished(const std::vector<int>& tokens, float sum_logprobs, int generated_len);
@@ -92,6 +107,9 @@ class Search {
   bool done_ = false;
   std::vector<Beam> beams_, next_beams_;
   std::vector<Candidate> candidates_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int>> sorted_;  // sampling scratch
+  std::vector<float> scratch_row_;
   std::vector<Finished> finished_;  // in insertion order, like Hugging Face's BeamHypotheses
   double worst_finished_ = 1e9;
 };

@@ -1,8 +1,10 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
 #include "util/threads.h"
 
 namespace glossa {
@@ -67,6 +69,37 @@ absl::Time Engine::Now() const {
   return options_.clock != nullptr ? options_.clock->Now() : absl::Now();
 }
 
+namespace {
+
+absl::Status ResolveSampling(const TranslateOptions& o, SearchOptions& s) {
+  const SamplingOptions& in = o.sampling;
+  if (!(in.temperature > 0.0f)) {
+    if (in.temperature < 0.0f || in.top_k != 0 || (in.top_p != 0.0f && in.top_p != 1.0f)) {
+      return absl::InvalidArgumentError(
+          "sampling_top_k / sampling_top_p need sampling_temperature > 0 (1.0 leaves the "
+          "distribution unchanged)");
+    }
+    return absl::OkStatus();
+  }
+  if (in.temperature > 100.0f) {
+    return absl::InvalidArgumentError("sampling_temperature must be in (0, 100]");
+  }
+  if (in.top_k < 0 || in.top_p < 0.0f || in.top_p > 1.0f) {
+    return absl::InvalidArgumentError("sampling_top_k must be >= 0 and sampling_top_p in [0, 1]");
+  }
+  if (o.beam_size > 1 || s.num_hypotheses > 1) {
+    return absl::InvalidArgumentError(
+        "sampling draws one hypothesis: leave beam_size and num_hypotheses at 0 or 1");
+  }
+  s.beam_size = 1;
+  s.sampling = in;
+  if (s.sampling.top_p == 0.0f) s.sampling.top_p = 1.0f;
+  if (s.sampling.seed == 0) s.sampling.seed = std::random_device()();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
   SearchOptions s;
   s.beam_size = o.beam_size > 0 ? o.beam_size : options_.default_beam_size;
@@ -93,6 +126,7 @@ absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
         absl::StrCat("length_penalty ", s.length_penalty, " is outside [-10, 10]"));
   }
   s.early_stopping = model_->info().generation.early_stopping;
+  GLOSSA_RETURN_IF_ERROR(ResolveSampling(o, s));
   return s;
 }
 

@@ -47,6 +47,7 @@ struct TranslateOptions {
   std::optional<float> length_penalty;
   int max_output_tokens = 0;  // tokens generated, EOS included
   int num_hypotheses = 0;
+  SamplingOptions sampling;  // temperature > 0: sample (beam_size 1); seed 0: a random seed
 };
 
 // Time source, injectable for tests.

@@ -451,9 +451,23 @@ class RequestErrorsTest(ServerTestCase):
         self.assertRpcError(lambda: self.translate([SHORT], num_hypotheses=5),
                             grpc.StatusCode.INVALID_ARGUMENT, "num_hypotheses")
 
-    def test_sampling_not_supported(self):
-        self.assertRpcError(lambda: self.translate([SHORT], sampling_temperature=0.7),
+    def test_sampling_with_a_beam_is_refused(self):
+        self.assertRpcError(lambda: self.translate([SHORT], sampling_temperature=0.7, beam_size=4),
+                            grpc.StatusCode.INVALID_ARGUMENT, "beam_size")
+
+    def test_top_k_without_temperature_is_refused(self):
+        self.assertRpcError(lambda: self.translate([SHORT], sampling_top_k=5),
                             grpc.StatusCode.INVALID_ARGUMENT, "sampling_temperature")
+
+    def test_sampling_with_a_seed_is_reproducible(self):
+        def sample(seed):
+            response = self.translate([LONG] * 4, sampling_temperature=1.5, sampling_top_k=50,
+                                      sampling_top_p=0.95, seed=seed)
+            return [t.hypotheses[0].text for t in response.translations]
+        first = sample(1234)
+        self.assertEqual(first, sample(1234))
+        self.assertEqual(len(set(first)), 1, "one seed for all texts of a request")
+        self.assertNotEqual(first, sample(99), "another seed, another sample (very likely)")
 
     def test_text_over_max_text_bytes(self):
         text = "a" * (self.MAX_TEXT_BYTES + 1)

@@ -132,5 +132,73 @@ TEST(SearchTest, NumHypothesesIsClampedToTheBeam) {
   EXPECT_EQ(RunToy(o).size(), 2u);
 }
 
+TEST(SamplingTest, TopKOfOneIsGreedy) {
+  SearchOptions greedy;
+  greedy.max_new_tokens = 40;
+  SearchOptions sample = greedy;
+  sample.sampling.temperature = 1.0f;
+  sample.sampling.top_k = 1;
+  sample.sampling.seed = 5;
+  EXPECT_EQ(RunToy(sample)[0].tokens, RunToy(greedy)[0].tokens);
+}
+
+TEST(SamplingTest, TheSameSeedGivesTheSameSample) {
+  SearchOptions o;
+  o.max_new_tokens = 40;
+  o.sampling.temperature = 2.0f;
+  o.sampling.seed = 77;
+  const auto a = RunToy(o)[0].tokens;
+  EXPECT_EQ(RunToy(o)[0].tokens, a);
+  bool differs = false;
+  for (uint64_t seed = 1; seed < 20 && !differs; ++seed) {
+    o.sampling.seed = seed;
+    differs = RunToy(o)[0].tokens != a;
+  }
+  EXPECT_TRUE(differs) << "20 seeds, one sample: the seed is ignored";
+}
+
+// First-token frequencies over many draws follow softmax(logits / T) restricted to the top-p set.
+TEST(SamplingTest, FrequenciesFollowTheWarpedDistribution) {
+  const std::vector<float> logits = ToyLogits({kStart});
+  for (auto [temperature, top_p] : {std::pair{1.0f, 1.0f}, {0.5f, 1.0f}, {1.0f, 0.7f}}) {
+    std::vector<double> p(kVocab, 0.0);
+    std::vector<std::pair<double, int>> order;
+    double total = 0;
+    for (int i = 0; i < kVocab; ++i) {
+      if (i == kStart) continue;  // banned
+      p[i] = std::exp(logits[i] / temperature);
+      total += p[i];
+      order.push_back({p[i], i});
+    }
+    std::sort(order.rbegin(), order.rend());
+    double kept = 0;
+    std::vector<bool> in(kVocab, false);
+    for (auto [q, i] : order) {
+      if (kept >= top_p * total) break;
+      kept += q;
+      in[i] = true;
+    }
+    std::vector<int> counts(kVocab, 0);
+    const int draws = 20000;
+    for (int n = 0; n < draws; ++n) {
+      SearchOptions o;
+      o.max_new_tokens = 2;  // (1 would force EOS at the first step)
+      o.sampling.temperature = temperature;
+      o.sampling.top_p = top_p;
+      o.sampling.seed = 1000 + n;
+      std::vector<float> row = logits;
+      Search free_search(o, ToyVocab());
+      free_search.Advance(row.data());
+      ++counts[free_search.done() ? free_search.Results()[0].tokens[0]
+                                  : free_search.input_token(0)];
+    }
+    for (int i = 0; i < kVocab; ++i) {
+      const double expected = in[i] ? p[i] / kept : 0.0;
+      EXPECT_NEAR(counts[i] / double(draws), expected, 0.015)
+          << "token " << i << " T " << temperature << " top_p " << top_p;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace glossa

@@ -461,7 +461,7 @@ class RequestErrorsTest(ServerTestCase):
 
     def test_sampling_with_a_seed_is_reproducible(self):
         def sample(seed):
-            response = self.translate([LONG] * 4, sampling_temperature=1.5, sampling_top_k=50,
+            response = self.translate([SHORT] * 4, sampling_temperature=1.5, sampling_top_k=50,
                                       sampling_top_p=0.95, seed=seed)
             return [t.hypotheses[0].text for t in response.translations]
         first = sample(1234)

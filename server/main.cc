@@ -16,8 +16,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/metrics.h"
 #include "server/model_registry.h"
 #include "server/service.h"
+
+#ifndef GLOSSA_VERSION
+#define GLOSSA_VERSION "unknown"
+#endif
+#ifndef GLOSSA_GIT_SHA
+#define GLOSSA_GIT_SHA "unknown"
+#endif
 
 ABSL_FLAG(std::vector<std::string>, model, {},
           "Model to serve, as NAME=PATH (a Glossa model file from model_tools/glossa-convert); "
@@ -25,6 +33,10 @@ ABSL_FLAG(std::vector<std::string>, model, {},
           "as 'opus-mt-es-en'.");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address, HOST:PORT (port 0 picks a free one; use 0.0.0.0 to listen everywhere)");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "Prometheus metrics address, HOST:PORT, served at /metrics (port 0 picks a free one; "
+          "empty: no metrics endpoint). If this default address is taken the server warns and "
+          "runs without metrics; an address given explicitly must be free.");
 ABSL_FLAG(int, workers, 1, "Engine workers (step loops) per model");
 ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP) per engine worker; workers × threads "
           "should not exceed the cores");
@@ -79,6 +91,16 @@ void MergeRepeatedModelFlags(int& argc, char** argv, std::vector<std::string>& s
   argc = static_cast<int>(rest.size());
 }
 
+bool FlagOnCommandLine(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    for (const std::string& prefix : {"--" + name, "-" + name}) {
+      if (arg == prefix || arg.rfind(prefix + "=", 0) == 0) return true;
+    }
+  }
+  return false;
+}
+
 sigset_t BlockShutdownSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -96,6 +118,7 @@ int main(int argc, char** argv) {
       "  glossa-server [--model NAME=PATH ...] [--listen HOST:PORT]");
   std::vector<std::string> merged;
   MergeRepeatedModelFlags(argc, argv, merged);
+  const bool metrics_listen_given = FlagOnCommandLine(argc, argv, "metrics_listen");
   absl::ParseCommandLine(argc, argv);
   const sigset_t signals = BlockShutdownSignals();
 
@@ -124,7 +147,33 @@ int main(int argc, char** argv) {
   limits.max_text_bytes = absl::GetFlag(FLAGS_max_text_bytes);
   limits.max_text_tokens = absl::GetFlag(FLAGS_max_text_tokens);
   limits.max_texts = absl::GetFlag(FLAGS_max_texts_per_request);
-  glossa::server::TranslatorService service(registry->get(), limits);
+  std::vector<std::string> model_names;
+  for (const auto& [name, entry] : (*registry)->models()) model_names.push_back(name);
+  glossa::server::RequestMetrics request_metrics(model_names);
+  glossa::server::TranslatorService service(registry->get(), limits, &request_metrics);
+
+  // Metrics first, so that a scraper sees the server from its first request on.
+  std::unique_ptr<glossa::server::MetricsServer> metrics_server;
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (!metrics_listen.empty()) {
+    auto started = glossa::server::MetricsServer::Start(
+        metrics_listen, std::make_shared<glossa::server::MetricsCollector>(
+                            registry->get(), &request_metrics,
+                            glossa::server::BuildInfo{GLOSSA_VERSION, GLOSSA_GIT_SHA}));
+    if (started.ok()) {
+      metrics_server = *std::move(started);
+      const std::string host = metrics_listen.substr(0, metrics_listen.rfind(':'));
+      std::printf("glossa-server: metrics on http://%s:%d/metrics\n", host.c_str(),
+                  metrics_server->port());
+    } else if (metrics_listen_given) {
+      std::cerr << "glossa-server: " << started.status().message()
+                << " (--metrics_listen \"\" turns metrics off)\n";
+      return 2;
+    } else {
+      std::cerr << "glossa-server: warning: " << started.status().message()
+                << " (running without metrics; set --metrics_listen)\n";
+    }
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

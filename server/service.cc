@@ -2,9 +2,10 @@
 
 #include <deque>
 
+#include "absl/strings/ascii.h"
 #include "absl/synchronization/mutex.h"
-#include "glossa/internal/raw_request.pb.h"
 #include "absl/time/clock.h"
+#include "glossa/internal/raw_request.pb.h"
 #include "server/status_util.h"
 
 namespace glossa::server {
@@ -26,6 +27,18 @@ grpc::ByteBuffer Serialize(const Message& message) {
   return buffer;
 }
 
+// Stops the job of a call gRPC cancelled (the client cancelled or went away) — unless the
+// call's deadline passed: gRPC cancels those too, but the engine ends a late job by itself within
+// one step, with DEADLINE_EXCEEDED, so that the expiry is counted as one (glossa_requests_total
+// code, glossa_deadline_exceeded_total) and not as a cancellation. The margin covers the clocks
+// of gRPC's timer and ours.
+void CancelUnlessExpired(Job* job, const grpc::CallbackServerContext* context) {
+  if (job == nullptr) return;
+  const auto now = std::chrono::system_clock::now();
+  if (context->deadline() <= now + std::chrono::milliseconds(5)) return;
+  job->Cancel();
+}
+
 std::shared_ptr<Job> NewJob(const PreparedRequest& p, const grpc::CallbackServerContext* context) {
   auto job = std::make_shared<Job>();
   job->sources = p.sources.sources;
@@ -34,41 +47,76 @@ std::shared_ptr<Job> NewJob(const PreparedRequest& p, const grpc::CallbackServer
   return job;
 }
 
+// What a successful translation adds to the request metrics: source tokens (EOS included, as
+// the engine counts them), generated tokens of each best hypothesis (EOS excluded), the
+// non-empty texts whose translation is the text itself (untranslated), and the best hypotheses
+// that reached the length limit (truncated; with a forced EOS they still end with one).
+void SetResult(const PreparedRequest& p, const std::vector<std::string>& texts,
+               const std::vector<Translation>& translations, RpcRecord* record) {
+  RpcRecord::Result r;
+  for (const auto& source : p.sources.sources) {
+    r.input_tokens += static_cast<int64_t>(source.size());
+  }
+  const int eos = p.model->model->config().eos_id;
+  for (size_t i = 0; i < translations.size(); ++i) {
+    if (translations[i].hypotheses.empty()) continue;
+    const TranslatedHypothesis& best = translations[i].hypotheses.front();
+    const std::vector<int>& ids = best.token_ids;
+    const int64_t n = static_cast<int64_t>(ids.size());
+    r.output_tokens += n - (!ids.empty() && ids.back() == eos ? 1 : 0);
+    if (n > 0 && n >= p.search.max_new_tokens) ++r.truncated;
+    const absl::string_view text =
+        i < texts.size() ? absl::StripAsciiWhitespace(texts[i]) : absl::string_view();
+    if (!text.empty() && text == absl::StripAsciiWhitespace(best.text)) ++r.untranslated;
+  }
+  record->SetResult(r);
+}
+
 // Unary Translate: answers once, when the engine finishes the job.
 class TranslateCall final : public grpc::ServerUnaryReactor {
  public:
   TranslateCall(const TranslatorService& service, grpc::CallbackServerContext* context,
-                const grpc::ByteBuffer& request, grpc::ByteBuffer* response) {
-    auto prepared = service.Prepare(request, /*stream=*/false);
+                const grpc::ByteBuffer& request, grpc::ByteBuffer* response)
+      : context_(context), record_(service.metrics(), Method::kTranslate) {
+    auto prepared = service.Prepare(request, /*stream=*/false, &record_, &texts_);
     if (!prepared.ok()) {
-      Finish(ToGrpcStatus(prepared.status()));
+      End(ToGrpcStatus(prepared.status()));
       return;
     }
     auto p = std::make_shared<PreparedRequest>(*std::move(prepared));
     job_ = NewJob(*p, context);
     job_->on_done = [this, p, response](JobResult result) {
       if (!result.ok()) {
-        Finish(ToGrpcStatus(result.status()));
+        End(ToGrpcStatus(result.status()));
         return;
       }
       v1::TranslateResponse message;
       message.set_model(p->model->name);
-      for (const Translation& t :
-           DetokenizeResults(*p->model->model, p->sources, *std::move(result))) {
+      const std::vector<Translation> translations =
+          DetokenizeResults(*p->model->model, p->sources, *std::move(result));
+      for (const Translation& t : translations) {
         ToProto(t, p->return_scores, message.add_translations());
       }
+      SetResult(*p, texts_, translations, &record_);
       *response = Serialize(message);
-      Finish(grpc::Status::OK);  // the reactor may be gone after this line
+      End(grpc::Status::OK);  // the reactor may be gone after this line
     };
     const absl::Status submitted = p->model->engine->Submit(job_);
-    if (!submitted.ok()) Finish(ToGrpcStatus(submitted));
+    if (!submitted.ok()) End(ToGrpcStatus(submitted));
   }
-  void OnCancel() override {
-    if (job_) job_->Cancel();
-  }
+  void OnCancel() override { CancelUnlessExpired(job_.get(), context_); }
   void OnDone() override { delete this; }
 
  private:
+  // Every way this RPC ends: its outcome is recorded, then the RPC finishes.
+  void End(const grpc::Status& status) {
+    record_.Finish(status);
+    Finish(status);
+  }
+
+  const grpc::CallbackServerContext* context_;
+  RpcRecord record_;
+  std::vector<std::string> texts_;
   std::shared_ptr<Job> job_;
 };
 
@@ -76,10 +124,11 @@ class TranslateCall final : public grpc::ServerUnaryReactor {
 class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   StreamCall(const TranslatorService& service, grpc::CallbackServerContext* context,
-             const grpc::ByteBuffer& request) {
-    auto prepared = service.Prepare(request, /*stream=*/true);
+             const grpc::ByteBuffer& request)
+      : context_(context), record_(service.metrics(), Method::kTranslateStream) {
+    auto prepared = service.Prepare(request, /*stream=*/true, &record_, &texts_);
     if (!prepared.ok()) {
-      Finish(ToGrpcStatus(prepared.status()));
+      End(ToGrpcStatus(prepared.status()));
       return;
     }
     p_ = std::make_shared<PreparedRequest>(*std::move(prepared));
@@ -97,7 +146,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       Complete(DetokenizeResults(*p_->model->model, p_->sources, *std::move(result)).front());
     };
     const absl::Status submitted = p_->model->engine->Submit(job_);
-    if (!submitted.ok()) Finish(ToGrpcStatus(submitted));
+    if (!submitted.ok()) End(ToGrpcStatus(submitted));
   }
 
   void OnWriteDone(bool ok) override {
@@ -106,7 +155,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       absl::MutexLock lock(&mu_);
       pending_.pop_front();
       if (!ok) {  // the client went away
-        if (job_) job_->Cancel();
+        CancelUnlessExpired(job_.get(), context_);
         pending_.clear();
       }
       if (!pending_.empty()) {
@@ -116,14 +165,18 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         finish = final_status_;
       }
     }
-    if (finish) Finish(*finish);  // outside the lock: OnDone may delete this
+    if (finish) End(*finish);  // outside the lock: OnDone may delete this
   }
-  void OnCancel() override {
-    if (job_) job_->Cancel();
-  }
+  void OnCancel() override { CancelUnlessExpired(job_.get(), context_); }
   void OnDone() override { delete this; }
 
  private:
+  // Every way this RPC ends: its outcome is recorded, then the RPC finishes.
+  void End(const grpc::Status& status) {
+    record_.Finish(status);
+    Finish(status);
+  }
+
   // Runs on the engine's worker thread: sends the text the new certain tokens add.
   void OnTokens(const std::vector<int>& stable) {
     const std::string text = p_->model->model->tokenizer().DecodeTarget(stable);
@@ -149,6 +202,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     message.set_done(true);
     ToProto(result, p_->return_scores, message.mutable_result());
+    SetResult(*p_, texts_, {result}, &record_);  // before Send: OnWriteDone may finish at once
     Send(message, grpc::Status::OK);
   }
 
@@ -159,7 +213,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       final_status_ = status;
       now = !writing_;
     }
-    if (now) Finish(status);
+    if (now) End(status);
   }
 
   void Send(const v1::TranslateStreamResponse& message, std::optional<grpc::Status> then_finish) {
@@ -172,6 +226,9 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
   }
 
+  const grpc::CallbackServerContext* context_;
+  RpcRecord record_;
+  std::vector<std::string> texts_;
   std::shared_ptr<PreparedRequest> p_;
   std::shared_ptr<Job> job_;
   std::string sent_text_;  // touched only by the worker thread, and by Complete after it
@@ -184,18 +241,22 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-TranslatorService::TranslatorService(const ModelRegistry* registry, RequestLimits limits)
-    : registry_(registry), limits_(limits) {}
+TranslatorService::TranslatorService(const ModelRegistry* registry, RequestLimits limits,
+                                     RequestMetrics* metrics)
+    : registry_(registry), limits_(limits), metrics_(metrics) {}
 
 absl::StatusOr<PreparedRequest> TranslatorService::Prepare(const grpc::ByteBuffer& buffer,
-                                                           bool stream) const {
+                                                           bool stream, RpcRecord* record,
+                                                           std::vector<std::string>* texts) const {
+  grpc::Slice slice;
+  internal::RawTranslateRequest raw;
+  const bool parsed = buffer.DumpToSingleSlice(&slice).ok() &&
+                      raw.ParseFromArray(slice.begin(), static_cast<int>(slice.size()));
+  if (parsed) record->SetModel(raw.model());
   if (draining_.load()) {
     return absl::UnavailableError("the server is shutting down: retry on another replica");
   }
-  grpc::Slice slice;
-  internal::RawTranslateRequest raw;
-  if (!buffer.DumpToSingleSlice(&slice).ok() ||
-      !raw.ParseFromArray(slice.begin(), static_cast<int>(slice.size()))) {
+  if (!parsed) {
     return absl::InvalidArgumentError("the request is not a valid glossa.v1.TranslateRequest");
   }
   // A string field may hold any bytes in memory; only the parser insists on UTF-8.
@@ -203,6 +264,8 @@ absl::StatusOr<PreparedRequest> TranslatorService::Prepare(const grpc::ByteBuffe
   request.set_model(raw.model());
   for (const std::string& text : raw.texts()) request.add_texts(text);
   *request.mutable_options() = raw.options();
+  texts->assign(std::make_move_iterator(raw.mutable_texts()->begin()),
+                std::make_move_iterator(raw.mutable_texts()->end()));
   return PrepareRequest(request, *registry_, limits_, stream);
 }
 
@@ -220,6 +283,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TranslatorService::TranslateStream(
 grpc::ServerUnaryReactor* TranslatorService::ListModels(grpc::CallbackServerContext* context,
                                                         const v1::ListModelsRequest* request,
                                                         v1::ListModelsResponse* response) {
+  RpcRecord record(metrics_, Method::kListModels);
   for (const auto& [name, entry] : registry_->models()) {
     const ModelInfo& info = entry->model->info();
     const ModelConfig& c = info.config;
@@ -243,6 +307,7 @@ grpc::ServerUnaryReactor* TranslatorService::ListModels(grpc::CallbackServerCont
     m->set_max_output_tokens(entry->engine->options().max_output_tokens);
   }
   auto* reactor = context->DefaultReactor();
+  record.Finish(grpc::Status::OK);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

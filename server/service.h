@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "glossa/v1/translator.grpc.pb.h"
+#include "server/metrics.h"
 #include "server/model_registry.h"
 #include "server/request.h"
 
@@ -19,7 +20,9 @@ using TranslatorBase = v1::Translator::WithRawCallbackMethod_Translate<
 
 class TranslatorService final : public TranslatorBase {
  public:
-  TranslatorService(const ModelRegistry* registry, RequestLimits limits);
+  // metrics: where every RPC's outcome is recorded (may be null: nothing is recorded).
+  TranslatorService(const ModelRegistry* registry, RequestLimits limits,
+                    RequestMetrics* metrics = nullptr);
 
   grpc::ServerUnaryReactor* Translate(grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request,
@@ -33,12 +36,16 @@ class TranslatorService final : public TranslatorBase {
   // From now on new requests get UNAVAILABLE; in-flight ones continue.
   void StartDraining() { draining_.store(true); }
 
-  // Parsing and validation shared by both translation RPCs (UNAVAILABLE while draining).
-  absl::StatusOr<PreparedRequest> Prepare(const grpc::ByteBuffer& request, bool stream) const;
+  // Parsing and validation shared by both translation RPCs (UNAVAILABLE while draining). Tells
+  // `record` the model the request names (even when it fails) and keeps the texts in `texts`.
+  absl::StatusOr<PreparedRequest> Prepare(const grpc::ByteBuffer& request, bool stream,
+                                          RpcRecord* record, std::vector<std::string>* texts) const;
+  RequestMetrics* metrics() const { return metrics_; }
 
  private:
   const ModelRegistry* registry_;
   RequestLimits limits_;
+  RequestMetrics* metrics_;
   std::atomic<bool> draining_{false};
 };
 

@@ -13,7 +13,8 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGLOSSA_BUILD_TESTS
 FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libgrpc++1.51 libgrpc29 libprotobuf32 libdnnl2 \
-      libabsl20220623 libgomp1 ocl-icd-libopencl1 zlib1g python3 python3-numpy \
+      libabsl20220623 libgomp1 ocl-icd-libopencl1 zlib1g libprometheus-cpp-core1.0 \
+      libprometheus-cpp-pull1.0 python3 python3-numpy \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home /opt/glossa glossa
 COPY --from=build /src/build/glossa-server /src/build/glossa-client /src/build/glossa-translate \
@@ -25,4 +26,4 @@ USER glossa
 EXPOSE 50051 9464
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s \
   CMD ["glossa-client", "--server", "127.0.0.1:50051", "--health", "--timeout", "2s"]
-ENTRYPOINT ["glossa-server", "--listen", "0.0.0.0:50051"]
+ENTRYPOINT ["glossa-server", "--listen", "0.0.0.0:50051", "--metrics_listen", "0.0.0.0:9464"]

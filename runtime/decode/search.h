@@ -61,6 +61,7 @@ class Search {
   int step() const { return step_; }  // position of the next input tokens
   int active_beams() const { return static_cast<int>(beams_.size()); }
   int slots() const { return options_.beam_size; }  // cache slots this search needs
+  int max_new_tokens() const { return options_.max_new_tokens; }
   int input_token(int beam) const;
   // [step() + 1] cache slot of each position of this beam's history; the last is `beam`.
   const int* ancestry(int beam) const { return beams_[beam].ancestry.data(); }

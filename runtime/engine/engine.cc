@@ -456,8 +456,10 @@ void Engine::RecordFinished(const SequenceGroup& g) {
   const std::vector<Hypothesis> results = g.search.Results();
   if (results.empty()) return;
   const auto& tokens = results.front().tokens;
-  const bool ended = !tokens.empty() && tokens.back() == vocab_.eos_id;
-  const int64_t out = static_cast<int64_t>(tokens.size()) - (ended ? 1 : 0);
+  const bool has_eos = !tokens.empty() && tokens.back() == vocab_.eos_id;
+  // An EOS at the last allowed step may be the forced one: that output was cut too.
+  const bool ended = has_eos && static_cast<int>(tokens.size()) < g.search.max_new_tokens();
+  const int64_t out = static_cast<int64_t>(tokens.size()) - (has_eos ? 1 : 0);
   const int64_t in = static_cast<int64_t>(g.batch->lengths[g.source]);
   metrics_.sentences_total.fetch_add(1, std::memory_order_relaxed);
   metrics_.input_tokens_total.fetch_add(in, std::memory_order_relaxed);

@@ -18,6 +18,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home /opt/glossa glossa
 COPY --from=build /src/build/glossa-server /src/build/glossa-client /src/build/glossa-translate \
+     /src/build/glossa-batch \
      /opt/glossa/bin/
 COPY --from=build /src/models/ /opt/glossa/models/
 COPY --from=build /src/model_tools/ /opt/glossa/model_tools/

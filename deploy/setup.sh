@@ -11,7 +11,7 @@ BUILD_PACKAGES=(
   nlohmann-json3-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-torch
 )
-TEST_PACKAGES=(python3-grpcio python3-protobuf prometheus)
+TEST_PACKAGES=(python3-grpcio python3-protobuf python3-yaml prometheus)
 
 SPM_PREFIX=${GLOSSA_SPM_PREFIX:-/opt/glossa/sentencepiece}
 SPM_VERSION=0.1.97

@@ -248,7 +248,11 @@ TEST_F(ServerTest, TwoHundredConcurrentClientsWithCancellationsAndDeadlines) {
   const long after_kb = server->RssKb();
   std::printf("server RSS after the warm-up round %ld KiB, after two more rounds %ld KiB\n",
               warm_kb, after_kb);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  std::printf("sanitizer build: its allocator quarantines freed memory, RSS is not checked\n");
+#else
   EXPECT_LE(after_kb, warm_kb * 11 / 10 + 20 * 1024) << "memory keeps growing under load";
+#endif
   auto stub = Stub(*server);
   v1::TranslateResponse response;
   ASSERT_TRUE(Translate(*stub, {texts[0]}, 1, &response).ok()) << "the server died";

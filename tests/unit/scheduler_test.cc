@@ -90,6 +90,8 @@ TEST_F(SchedulerTest, WaitingJobsAreAdmittedInArrivalOrderOneSentenceEachPerPass
   ASSERT_TRUE(engine.RunOnce());
   EXPECT_EQ(engine.stats().active_sequences, 3);
   EXPECT_EQ(engine.stats().queued_sources, 12);  // 4 left of each: one of each was admitted
+  engine.Shutdown(absl::InfinitePast());  // ends the jobs while a, b, c still exist
+  EXPECT_EQ(a.result.status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(SchedulerTest, TheKvBudgetBoundsWhatIsAdmitted) {
@@ -162,6 +164,7 @@ TEST_F(SchedulerTest, QueueWaitIsMeasuredOnTheInjectedClock) {
   const auto wait = engine.metrics().queue_wait_seconds.Read();
   EXPECT_EQ(wait.count, 1u);
   EXPECT_DOUBLE_EQ(wait.sum, 3.0);
+  engine.Shutdown(absl::InfinitePast());
 }
 
 }  // namespace

@@ -1,0 +1,192 @@
+// glossa-batch: translate a file through Glossa servers, in order, resumably.
+//   glossa-batch --server HOST:PORT --model NAME --input FILE --output FILE
+//                [--concurrency N] [--resume] [--shard K/N]
+//   glossa-batch --merge OUT SHARD_OUTPUT...
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/batch/batch_job.h"
+#include "server/batch/client.h"
+#include "server/batch/log.h"
+#include "server/batch/merge.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051",
+          "Servers: HOST:PORT, several separated by commas (each request goes to the next one "
+          "that is up; a failed request is retried on another), or one gRPC target such as "
+          "dns:///glossa.ns.svc.cluster.local:50051, balanced round-robin over every address "
+          "the name resolves to (a headless Kubernetes service: every pod)");
+ABSL_FLAG(std::string, model, "", "Model name (empty: the server's only model)");
+ABSL_FLAG(std::string, input, "", "Input file (required): a segment per line");
+ABSL_FLAG(std::string, output, "",
+          "Output file (required): a line per input line, in input order, in the input's "
+          "format and line endings. Its journal is written beside it, as OUTPUT.journal");
+ABSL_FLAG(std::string, format, "auto",
+          "text (the whole line is the segment), tsv (the segment is in --column; other "
+          "columns are kept), jsonl (the segment is the string field --field of an object per "
+          "line; other fields are kept, key order too), or auto: by the input's extension "
+          "(.tsv, .jsonl/.ndjson, else text). Empty lines give empty lines in every format");
+ABSL_FLAG(int, column, 1, "TSV: column of the segment, counted from 1 as in cut -f");
+ABSL_FLAG(int, output_column, 0,
+          "TSV: column that receives the translation (0: --column, replacing the source; past "
+          "the last column: the line is extended with empty columns)");
+ABSL_FLAG(std::string, field, "text", "JSONL: the string field holding the segment");
+ABSL_FLAG(std::string, output_field, "",
+          "JSONL: the field that receives the translation (empty: --field, replacing the "
+          "source)");
+ABSL_FLAG(int, concurrency, 8, "Requests in flight at once");
+ABSL_FLAG(int, texts_per_request, 16,
+          "Segments per request (at most the server's --max_texts_per_request, 256 by default)");
+ABSL_FLAG(int, beam_size, 0, "Beam size (0: the server's default; 1: greedy)");
+ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per segment (0: the server's limit)");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300), "Deadline of each request");
+ABSL_FLAG(int, max_attempts, 10,
+          "Tries per request on UNAVAILABLE, RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED before the "
+          "job stops (exit code 3; --resume continues it)");
+ABSL_FLAG(absl::Duration, retry_backoff, absl::Milliseconds(250),
+          "Wait before the first retry; it doubles with each retry (with +-20% jitter)");
+ABSL_FLAG(absl::Duration, max_backoff, absl::Seconds(10), "Longest wait between retries");
+ABSL_FLAG(bool, resume, false,
+          "Continue from OUTPUT.journal: the output is cut back to the last checkpoint and the "
+          "job goes on from the next line; no line is translated twice. Without a journal, start "
+          "from the beginning (so it is safe to always pass --resume, e.g. in a Kubernetes Job). "
+          "Refused when the journal belongs to another job (input, format, shard, model or "
+          "decoding options differ)");
+ABSL_FLAG(std::string, shard, "",
+          "K/N: translate only shard K (0 <= K < N) of the input: the K-th of N contiguous, "
+          "equal (to a line) ranges of lines. Join the shard outputs with --merge (or, once all "
+          "are complete, cat them in shard order)");
+ABSL_FLAG(absl::Duration, checkpoint_interval, absl::Seconds(1),
+          "How often the output is fsync'd and its length journaled (what --resume keeps)");
+ABSL_FLAG(absl::Duration, progress_interval, absl::Seconds(5),
+          "How often a progress line is printed on stderr");
+ABSL_FLAG(std::string, merge, "",
+          "glossa-batch --merge OUT SHARD_OUTPUT...: join the outputs of all shards of one job "
+          "into OUT, after checking with their journals that each is complete and that together "
+          "they are the shards 0..N-1 of the same job. Exit 0: merged; 1: merged, but some "
+          "segments had failed; 2: nothing written");
+
+namespace {
+
+using glossa::batch::kExitUsage;
+using glossa::batch::Log;
+
+constexpr char kUsage[] =
+    "Translates a file through Glossa servers, keeping its order and format.\n"
+    "  glossa-batch --server HOST:PORT[,HOST:PORT...] --model NAME --input FILE --output FILE\n"
+    "               [--concurrency N] [--resume] [--shard K/N] [--format text|tsv|jsonl]\n"
+    "  glossa-batch --merge OUT SHARD_OUTPUT...\n"
+    "\n"
+    "Progress (segments done/total, segments/s, tokens/s, ETA) and a summary go to stderr.\n"
+    "Failures never leave a gap: every input line gives exactly one output line.\n"
+    "  - A line that cannot be parsed (TSV without the column, invalid JSON, not UTF-8) is\n"
+    "    copied unchanged; a segment the server refuses for good (INVALID_ARGUMENT: e.g. too\n"
+    "    long) gets an empty translation. Both are reported on stderr as 'line N: CODE: why'\n"
+    "    and in the journal, the job goes on, and the exit code is 1.\n"
+    "  - UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED are retried (--max_attempts,\n"
+    "    on another server when there are several). When the retries run out the job stops,\n"
+    "    the output holds every line before the failed request, and the exit code is 3:\n"
+    "    rerun with --resume to continue. SIGINT and SIGTERM stop the job the same way.\n"
+    "Exit codes: 0 every segment translated; 1 the output is complete but some segments\n"
+    "failed (see stderr or the journal); 2 usage or input error (bad flags, unreadable input,\n"
+    "unknown model, options the server refuses, a journal of another job); 3 stopped before\n"
+    "the end (servers unreachable, SIGINT/SIGTERM, disk error): rerun with --resume.";
+
+std::string Validate(const glossa::batch::JobOptions& o) {
+  if (o.input.empty() || o.output.empty()) return "--input and --output are required";
+  if (o.input == o.output) return "--output must differ from --input";
+  if (o.concurrency < 1 || o.concurrency > 1024) return "--concurrency must be 1..1024";
+  if (o.texts_per_request < 1) return "--texts_per_request must be 1 or more";
+  if (absl::GetFlag(FLAGS_beam_size) < 0 || absl::GetFlag(FLAGS_max_output_tokens) < 0) {
+    return "--beam_size and --max_output_tokens must be 0 or more";
+  }
+  if (absl::GetFlag(FLAGS_max_attempts) < 1) return "--max_attempts must be 1 or more";
+  if (absl::Status s = glossa::batch::ValidateFormatOptions(o.format); !s.ok()) {
+    return std::string(s.message());
+  }
+  return "";
+}
+
+// The job's options from the flags; an error message in `error`.
+glossa::batch::JobOptions JobFromFlags(std::string* error) {
+  glossa::batch::JobOptions o;
+  o.input = absl::GetFlag(FLAGS_input);
+  o.output = absl::GetFlag(FLAGS_output);
+  absl::StatusOr<glossa::batch::Format> format =
+      glossa::batch::ParseFormat(absl::GetFlag(FLAGS_format), o.input);
+  absl::StatusOr<glossa::batch::Shard> shard =
+      glossa::batch::ParseShard(absl::GetFlag(FLAGS_shard));
+  if (!format.ok() || !shard.ok()) {
+    *error = std::string((format.ok() ? shard.status() : format.status()).message());
+    return o;
+  }
+  o.format.format = *format;
+  o.format.column = absl::GetFlag(FLAGS_column);
+  o.format.output_column = absl::GetFlag(FLAGS_output_column);
+  o.format.field = absl::GetFlag(FLAGS_field);
+  o.format.output_field = absl::GetFlag(FLAGS_output_field);
+  o.shard = *shard;
+  o.concurrency = absl::GetFlag(FLAGS_concurrency);
+  o.texts_per_request = absl::GetFlag(FLAGS_texts_per_request);
+  o.resume = absl::GetFlag(FLAGS_resume);
+  o.checkpoint_interval = absl::GetFlag(FLAGS_checkpoint_interval);
+  o.progress_interval = absl::GetFlag(FLAGS_progress_interval);
+  o.settings = {{"model", absl::GetFlag(FLAGS_model)},
+                {"beam_size", absl::GetFlag(FLAGS_beam_size)},
+                {"max_output_tokens", absl::GetFlag(FLAGS_max_output_tokens)}};
+  *error = Validate(o);
+  return o;
+}
+
+glossa::batch::ClientOptions ClientFromFlags() {
+  glossa::batch::ClientOptions c;
+  c.model = absl::GetFlag(FLAGS_model);
+  c.decoding.set_beam_size(absl::GetFlag(FLAGS_beam_size));
+  c.decoding.set_max_output_tokens(absl::GetFlag(FLAGS_max_output_tokens));
+  c.timeout = absl::GetFlag(FLAGS_timeout);
+  c.retry.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  c.retry.initial_backoff = absl::GetFlag(FLAGS_retry_backoff);
+  c.retry.max_backoff = absl::GetFlag(FLAGS_max_backoff);
+  return c;
+}
+
+// --help lists the flags of this file (Abseil's default looks for a file named after the binary).
+void ConfigureHelp() {
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "batch_main.cc");
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
+  absl::SetProgramUsageMessage(kUsage);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ConfigureHelp();
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (const std::string out = absl::GetFlag(FLAGS_merge); !out.empty()) {
+    return glossa::batch::MergeShards(out, std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  if (args.size() > 1) {
+    Log(absl::StrCat("unexpected argument '", args[1], "' (see --help)"));
+    return kExitUsage;
+  }
+  std::string error;
+  const glossa::batch::JobOptions job = JobFromFlags(&error);
+  const std::vector<std::string> targets = glossa::batch::SplitTargets(absl::GetFlag(FLAGS_server));
+  if (error.empty() && targets.empty()) error = "--server names no server";
+  if (!error.empty()) {
+    Log(absl::StrCat(error, " (see --help)"));
+    return kExitUsage;
+  }
+  glossa::batch::TranslatorClient client(targets, ClientFromFlags());
+  return glossa::batch::RunJob(job, client);
+}

@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "util/usage.h"
 #include "absl/time/time.h"
 #include "glossa/v1/translator.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -114,7 +115,7 @@ int Translate(v1::Translator::Stub& stub, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  glossa::SetUsage(
       "Calls a Glossa server.\n  glossa-client [--server HOST:PORT] \"text to translate\" ...\n"
       "  (no text arguments: translates stdin, one line at a time)");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);

@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "util/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -113,7 +114,7 @@ sigset_t BlockShutdownSignals() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  glossa::SetUsage(
       "Serves translation models over gRPC (service glossa.v1.Translator, health, reflection).\n"
       "  glossa-server [--model NAME=PATH ...] [--listen HOST:PORT]");
   std::vector<std::string> merged;

@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "util/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -64,7 +65,7 @@ void WriteChunk(const std::vector<glossa::Translation>& results, size_t first_in
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  glossa::SetUsage(
       "Translates sentences, one per line, with a Glossa model.\n"
       "  glossa-translate --model MODEL.glossa [--beam_size N] < in.txt > out.txt");
   absl::ParseCommandLine(argc, argv);

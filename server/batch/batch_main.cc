@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "util/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -156,21 +157,10 @@ glossa::batch::ClientOptions ClientFromFlags() {
   return c;
 }
 
-// --help lists the flags of this file (Abseil's default looks for a file named after the binary).
-void ConfigureHelp() {
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "batch_main.cc");
-  };
-  config.contains_helpshort_flags = config.contains_help_flags;
-  absl::SetFlagsUsageConfig(config);
-  absl::SetProgramUsageMessage(kUsage);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  ConfigureHelp();
+  glossa::SetUsage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (const std::string out = absl::GetFlag(FLAGS_merge); !out.empty()) {
     return glossa::batch::MergeShards(out, std::vector<std::string>(args.begin() + 1, args.end()));

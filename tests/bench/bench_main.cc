@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "util/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -273,7 +274,7 @@ int Fail(const absl::Status& status, int exit_code) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  glossa::SetUsage(
       "Measures translation speed of a Glossa model and prints one JSON object on stdout:\n"
       "target tokens/s, sentences/s, per-sentence latency percentiles and peak RSS for every\n"
       "(threads, beam size, batch size) combination. Progress goes to stderr.\n"

@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "util/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -192,7 +193,7 @@ std::string OpenLoop(Target& target, const std::vector<std::string>& texts, doub
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  glossa::SetUsage(
       "Loads a Glossa server with concurrent clients through gRPC and prints JSON.\n"
       "  glossa-load [--clients 1,8,32,128] [--rates 5,10,20] [--server HOST:PORT]");
   absl::ParseCommandLine(argc, argv);

@@ -33,5 +33,5 @@ check "garbage model: exit 2, not a Glossa model file" '[ $rc = 2 ] && grep -q "
 "$bin" --model "$model" --beam_size 2 --num_hypotheses 3 </dev/null 2>"$tmp/err"; rc=$?
 check "num_hypotheses > beam_size is refused" '[ $rc = 2 ] && grep -q "num_hypotheses 3 exceeds beam_size 2" "$tmp/err"'
 "$bin" --help >"$tmp/help" 2>&1
-check "--help documents --beam_size" 'grep -q -- "--beam_size" "$tmp/help"'
+check "--help documents every flag (--batch_size, --chunk_lines)" 'grep -q -- "--batch_size" "$tmp/help" && grep -q -- "--chunk_lines" "$tmp/help"'
 exit $fail

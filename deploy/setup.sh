@@ -11,7 +11,10 @@ BUILD_PACKAGES=(
   nlohmann-json3-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-torch
 )
-TEST_PACKAGES=(python3-grpcio python3-protobuf python3-yaml prometheus)
+# podman and friends: the container test builds the top-level Dockerfile and runs the image
+# (../shared/NOTES-containers.md; debootstrap makes the debian:12-slim base without a registry).
+TEST_PACKAGES=(python3-grpcio python3-protobuf python3-yaml prometheus
+               podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs)
 
 SPM_PREFIX=${GLOSSA_SPM_PREFIX:-/opt/glossa/sentencepiece}
 SPM_VERSION=0.1.97

@@ -5,6 +5,7 @@
 //   glossa-client --list | --health [--service NAME]
 #include <grpcpp/grpcpp.h>
 
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ ABSL_FLAG(bool, list, false, "List the server's models and exit");
 ABSL_FLAG(bool, health, false, "Check the server's health (exit 0 when SERVING) and exit");
 ABSL_FLAG(std::string, service, "", "With --health: the service or model name to check");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline of each call");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificates to trust: connect over TLS");
+ABSL_FLAG(std::string, tls_cert, "", "With --tls_ca: PEM client certificate (mutual TLS)");
+ABSL_FLAG(std::string, tls_key, "", "With --tls_cert: its PEM private key");
+ABSL_FLAG(std::string, token, "", "Bearer token sent as 'authorization' metadata");
 
 namespace v1 = glossa::v1;
 
@@ -36,6 +41,29 @@ namespace {
 void SetDeadline(grpc::ClientContext& context) {
   context.set_deadline(std::chrono::system_clock::now() +
                        absl::ToChronoSeconds(absl::GetFlag(FLAGS_timeout)));
+  if (const std::string token = absl::GetFlag(FLAGS_token); !token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + token);
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::cerr << "glossa-client: cannot read '" << path << "'\n";
+    std::exit(2);
+  }
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials() {
+  if (absl::GetFlag(FLAGS_tls_ca).empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = ReadFile(absl::GetFlag(FLAGS_tls_ca));
+  if (!absl::GetFlag(FLAGS_tls_cert).empty()) {
+    options.pem_cert_chain = ReadFile(absl::GetFlag(FLAGS_tls_cert));
+    options.pem_private_key = ReadFile(absl::GetFlag(FLAGS_tls_key));
+  }
+  return grpc::SslCredentials(options);
 }
 
 int Fail(const grpc::Status& status) {
@@ -121,8 +149,8 @@ int main(int argc, char** argv) {
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(absl::GetFlag(FLAGS_server),
-                                           grpc::InsecureChannelCredentials(), channel_args);
+  auto channel = grpc::CreateCustomChannel(absl::GetFlag(FLAGS_server), Credentials(),
+                                           channel_args);
   if (absl::GetFlag(FLAGS_health)) return Health(channel);
   auto stub = v1::Translator::NewStub(channel);
   if (absl::GetFlag(FLAGS_list)) return List(*stub);

@@ -15,7 +15,9 @@
 #include "absl/flags/usage.h"
 #include "util/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
+#include "util/status_macros.h"
 #include "absl/time/clock.h"
 #include "server/metrics.h"
 #include "server/model_registry.h"
@@ -55,6 +57,13 @@ ABSL_FLAG(int, max_active_sequences, 64, "Sentences decoded together per worker 
 ABSL_FLAG(int64_t, kv_cache_mb, 1024, "KV cache budget per model, in MiB (worst case of the "
           "admitted sentences)");
 ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "Largest gRPC message accepted, in bytes");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC over TLS (with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA certificates: with TLS, require client "
+          "certificates signed by them (mutual TLS)");
+ABSL_FLAG(std::string, auth_token_file, "", "File holding a static bearer token that Translate, "
+          "TranslateStream and ListModels require as 'authorization: Bearer <token>' metadata "
+          "(health and reflection stay open)");
 ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long in-flight requests may run before they are cancelled");
 
@@ -100,6 +109,42 @@ bool FlagOnCommandLine(int argc, char** argv, const std::string& name) {
     }
   }
   return false;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot read '", path, "'"));
+  }
+  if (data.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", path, "' is missing or empty"));
+  }
+  return data;
+}
+
+// Plaintext, or TLS (optionally mutual) from the --tls_* flags.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() {
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
+  const std::string client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  if (cert.empty() && key.empty()) {
+    if (!client_ca.empty()) return absl::InvalidArgumentError("--tls_client_ca needs --tls_cert");
+    return grpc::InsecureServerCredentials();
+  }
+  if (cert.empty() || key.empty()) {
+    return absl::InvalidArgumentError("TLS needs both --tls_cert and --tls_key");
+  }
+  grpc::SslServerCredentialsOptions options;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  GLOSSA_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile("tls_cert", cert));
+  GLOSSA_ASSIGN_OR_RETURN(pair.private_key, ReadFile("tls_key", key));
+  options.pem_key_cert_pairs.push_back(pair);
+  if (!client_ca.empty()) {
+    GLOSSA_ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile("tls_client_ca", client_ca));
+    options.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
 }
 
 sigset_t BlockShutdownSignals() {
@@ -176,11 +221,25 @@ int main(int argc, char** argv) {
     }
   }
 
+  auto credentials = ServerCredentials();
+  if (!credentials.ok()) {
+    std::cerr << "glossa-server: " << credentials.status().message() << "\n";
+    return 2;
+  }
+  if (const std::string token_file = absl::GetFlag(FLAGS_auth_token_file); !token_file.empty()) {
+    auto token = ReadFile("auth_token_file", token_file);
+    if (!token.ok()) {
+      std::cerr << "glossa-server: " << token.status().message() << "\n";
+      return 2;
+    }
+    service.RequireToken(std::string(absl::StripAsciiWhitespace(*token)));
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), *credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes)));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

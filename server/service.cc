@@ -78,7 +78,7 @@ class TranslateCall final : public grpc::ServerUnaryReactor {
   TranslateCall(const TranslatorService& service, grpc::CallbackServerContext* context,
                 const grpc::ByteBuffer& request, grpc::ByteBuffer* response)
       : context_(context), record_(service.metrics(), Method::kTranslate) {
-    auto prepared = service.Prepare(request, /*stream=*/false, &record_, &texts_);
+    auto prepared = service.Prepare(*context, request, /*stream=*/false, &record_, &texts_);
     if (!prepared.ok()) {
       End(ToGrpcStatus(prepared.status()));
       return;
@@ -126,7 +126,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   StreamCall(const TranslatorService& service, grpc::CallbackServerContext* context,
              const grpc::ByteBuffer& request)
       : context_(context), record_(service.metrics(), Method::kTranslateStream) {
-    auto prepared = service.Prepare(request, /*stream=*/true, &record_, &texts_);
+    auto prepared = service.Prepare(*context, request, /*stream=*/true, &record_, &texts_);
     if (!prepared.ok()) {
       End(ToGrpcStatus(prepared.status()));
       return;
@@ -245,9 +245,26 @@ TranslatorService::TranslatorService(const ModelRegistry* registry, RequestLimit
                                      RequestMetrics* metrics)
     : registry_(registry), limits_(limits), metrics_(metrics) {}
 
-absl::StatusOr<PreparedRequest> TranslatorService::Prepare(const grpc::ByteBuffer& buffer,
-                                                           bool stream, RpcRecord* record,
-                                                           std::vector<std::string>* texts) const {
+absl::Status TranslatorService::Authenticate(const grpc::CallbackServerContext& context) const {
+  if (token_.empty()) return absl::OkStatus();
+  const std::string expected = "Bearer " + token_;
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  bool same = it != metadata.end() && it->second.size() == expected.size();
+  if (same) {  // compared in constant time
+    unsigned char diff = 0;
+    for (size_t i = 0; i < expected.size(); ++i) diff |= it->second.data()[i] ^ expected[i];
+    same = diff == 0;
+  }
+  if (same) return absl::OkStatus();
+  return absl::UnauthenticatedError(
+      "this server requires a bearer token: send the metadata 'authorization: Bearer <token>'");
+}
+
+absl::StatusOr<PreparedRequest> TranslatorService::Prepare(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer, bool stream,
+    RpcRecord* record, std::vector<std::string>* texts) const {
+  if (absl::Status auth = Authenticate(context); !auth.ok()) return auth;
   grpc::Slice slice;
   internal::RawTranslateRequest raw;
   const bool parsed = buffer.DumpToSingleSlice(&slice).ok() &&
@@ -284,6 +301,13 @@ grpc::ServerUnaryReactor* TranslatorService::ListModels(grpc::CallbackServerCont
                                                         const v1::ListModelsRequest* request,
                                                         v1::ListModelsResponse* response) {
   RpcRecord record(metrics_, Method::kListModels);
+  if (absl::Status auth = Authenticate(*context); !auth.ok()) {
+    auto* reactor = context->DefaultReactor();
+    const grpc::Status status = ToGrpcStatus(auth);
+    record.Finish(status);
+    reactor->Finish(status);
+    return reactor;
+  }
   for (const auto& [name, entry] : registry_->models()) {
     const ModelInfo& info = entry->model->info();
     const ModelConfig& c = info.config;

@@ -35,10 +35,16 @@ class TranslatorService final : public TranslatorBase {
 
   // From now on new requests get UNAVAILABLE; in-flight ones continue.
   void StartDraining() { draining_.store(true); }
+  // Requires "authorization: Bearer <token>" metadata on Translate, TranslateStream and
+  // ListModels (health and reflection stay open for probes). Empty: no check.
+  void RequireToken(std::string token) { token_ = std::move(token); }
+  // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
+  absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
 
   // Parsing and validation shared by both translation RPCs (UNAVAILABLE while draining). Tells
   // `record` the model the request names (even when it fails) and keeps the texts in `texts`.
-  absl::StatusOr<PreparedRequest> Prepare(const grpc::ByteBuffer& request, bool stream,
+  absl::StatusOr<PreparedRequest> Prepare(const grpc::CallbackServerContext& context,
+                                          const grpc::ByteBuffer& request, bool stream,
                                           RpcRecord* record, std::vector<std::string>* texts) const;
   RequestMetrics* metrics() const { return metrics_; }
 
@@ -47,6 +53,7 @@ class TranslatorService final : public TranslatorBase {
   RequestLimits limits_;
   RequestMetrics* metrics_;
   std::atomic<bool> draining_{false};
+  std::string token_;
 };
 
 }  // namespace glossa::server

@@ -143,7 +143,8 @@ def raw_translate_request(model, texts):
 class ServerProcess:
     """A glossa-server on a free local port, with its output collected."""
 
-    def __init__(self, *flags):
+    def __init__(self, *flags, credentials=None):
+        """credentials: grpc.ChannelCredentials for a TLS server (None: plaintext)."""
         self.stderr = tempfile.TemporaryFile(mode="w+b")
         self.args = [SERVER, "--listen", "127.0.0.1:0", "--model", f"{MODEL_NAME}={MODEL}",
                      "--shutdown_timeout", "5s", *flags]
@@ -180,7 +181,8 @@ class ServerProcess:
             m = re.match(r"glossa-server: listening on (\S+):(\d+) \(models: (.*)\)$", line)
             if m:
                 self.address = f"{m.group(1)}:{m.group(2)}"
-        self.channel = grpc.insecure_channel(self.address)
+        self.channel = (grpc.secure_channel(self.address, credentials) if credentials else
+                        grpc.insecure_channel(self.address))
         try:
             grpc.channel_ready_future(self.channel).result(timeout=STARTUP_TIMEOUT_S)
         except grpc.FutureTimeoutError:

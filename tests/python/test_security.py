@@ -1,0 +1,172 @@
+"""TLS, mutual TLS and the static bearer token of glossa-server, from a Python client.
+
+Certificates are made at test time with openssl: a CA, a server certificate for 127.0.0.1 and a
+client certificate, all signed by the CA. Run by ctest (see CMakeLists.txt), or by hand:
+  GLOSSA_SERVER=build/glossa-server /usr/bin/python3 -m unittest tests/python/test_security.py
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_server as ts  # noqa: E402  (stubs, server process, constants)
+
+grpc = ts.grpc
+TOKEN = "s3cret-token-for-tests"
+_certs = None
+
+
+def setUpModule():
+    global _certs
+    ts.setUpModule()
+    if shutil.which("openssl") is None:
+        raise unittest.SkipTest("needs openssl to make test certificates")
+    _certs = tempfile.mkdtemp(prefix="glossa-certs-")
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=_certs, timeout=60)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Test CA",
+            "-keyout", "ca.key", "-out", "ca.pem")
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
+                      ("client", "extendedKeyUsage=clientAuth")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+                "-keyout", f"{name}.key", "-out", f"{name}.csr")
+        with open(os.path.join(_certs, f"{name}.ext"), "w") as f:
+            f.write(ext + "\n")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem")
+    with open(os.path.join(_certs, "token"), "w") as f:
+        f.write(TOKEN + "\n")
+
+
+def tearDownModule():
+    if _certs:
+        shutil.rmtree(_certs, ignore_errors=True)
+    ts.tearDownModule()
+
+
+def stop_cleanly(server):
+    code = server.stop()
+    if code != 0:
+        raise AssertionError(f"glossa-server exited with {code} on SIGTERM:\n{server.output()}")
+
+
+def cert(name):
+    with open(os.path.join(_certs, name), "rb") as f:
+        return f.read()
+
+
+def request():
+    return ts.pb.TranslateRequest(model=ts.MODEL_NAME, texts=[ts.SHORT],
+                                  options=ts.pb.DecodingOptions(beam_size=1))
+
+
+class TlsAndTokenTest(unittest.TestCase):
+    """TLS with a bearer token."""
+
+    @classmethod
+    def setUpClass(cls):
+        credentials = grpc.ssl_channel_credentials(root_certificates=cert("ca.pem"))
+        cls.server = ts.ServerProcess(
+            "--tls_cert", os.path.join(_certs, "server.pem"),
+            "--tls_key", os.path.join(_certs, "server.key"),
+            "--auth_token_file", os.path.join(_certs, "token"), credentials=credentials)
+        cls.addClassCleanup(stop_cleanly, cls.server)
+        cls.stub = ts.pb_grpc.TranslatorStub(cls.server.channel)
+
+    def test_with_the_token(self):
+        response = self.stub.Translate(request(), timeout=ts.RPC_TIMEOUT_S,
+                                       metadata=[("authorization", f"Bearer {TOKEN}")])
+        self.assertTrue(response.translations[0].hypotheses[0].text)
+
+    def test_without_a_token_is_unauthenticated(self):
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.stub.Translate(request(), timeout=ts.RPC_TIMEOUT_S)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        self.assertIn("authorization: Bearer", caught.exception.details())
+
+    def test_a_wrong_token_is_unauthenticated(self):
+        for value in (f"Bearer {TOKEN}x", TOKEN, "Bearer ", f"bearer {TOKEN}"):
+            with self.assertRaises(grpc.RpcError) as caught:
+                self.stub.Translate(request(), timeout=ts.RPC_TIMEOUT_S,
+                                    metadata=[("authorization", value)])
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED, value)
+
+    def test_list_models_and_streams_need_the_token_too(self):
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.stub.ListModels(ts.pb.ListModelsRequest(), timeout=ts.RPC_TIMEOUT_S)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        with self.assertRaises(grpc.RpcError) as caught:
+            list(self.stub.TranslateStream(request(), timeout=ts.RPC_TIMEOUT_S))
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+    def test_health_stays_open_for_probes(self):
+        health = ts.health_grpc.HealthStub(self.server.channel)
+        reply = health.Check(ts.health_pb.HealthCheckRequest(service=""), timeout=ts.RPC_TIMEOUT_S)
+        self.assertEqual(reply.status, ts.health_pb.HealthCheckResponse.SERVING)
+
+    def test_plaintext_clients_cannot_talk_to_a_tls_server(self):
+        with grpc.insecure_channel(self.server.address) as channel:
+            stub = ts.pb_grpc.TranslatorStub(channel)
+            with self.assertRaises(grpc.RpcError) as caught:
+                stub.Translate(request(), timeout=10,
+                               metadata=[("authorization", f"Bearer {TOKEN}")])
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+    def test_glossa_client_speaks_tls_with_a_token(self):
+        client = os.path.join(os.path.dirname(ts.SERVER), "glossa-client")
+        if not os.access(client, os.X_OK):
+            self.skipTest(f"no glossa-client beside {ts.SERVER}")
+        run = subprocess.run([client, "--server", self.server.address, "--tls_ca",
+                              os.path.join(_certs, "ca.pem"), "--token", TOKEN, "--beam_size", "1",
+                              ts.SHORT], capture_output=True, text=True, timeout=60)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertTrue(run.stdout.strip())
+
+
+class MutualTlsTest(unittest.TestCase):
+    """--tls_client_ca: only clients with a certificate signed by that CA get in."""
+
+    @classmethod
+    def setUpClass(cls):
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=cert("ca.pem"), private_key=cert("client.key"),
+            certificate_chain=cert("client.pem"))
+        cls.server = ts.ServerProcess(
+            "--tls_cert", os.path.join(_certs, "server.pem"),
+            "--tls_key", os.path.join(_certs, "server.key"),
+            "--tls_client_ca", os.path.join(_certs, "ca.pem"), credentials=credentials)
+        cls.addClassCleanup(stop_cleanly, cls.server)
+
+    def test_a_client_with_a_certificate_gets_in(self):
+        stub = ts.pb_grpc.TranslatorStub(self.server.channel)
+        response = stub.Translate(request(), timeout=ts.RPC_TIMEOUT_S)
+        self.assertTrue(response.translations[0].hypotheses[0].text)
+
+    def test_a_client_without_a_certificate_is_refused(self):
+        credentials = grpc.ssl_channel_credentials(root_certificates=cert("ca.pem"))
+        with grpc.secure_channel(self.server.address, credentials) as channel:
+            stub = ts.pb_grpc.TranslatorStub(channel)
+            with self.assertRaises(grpc.RpcError) as caught:
+                stub.Translate(request(), timeout=10)
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+
+class BadTlsFlagsTest(unittest.TestCase):
+    def test_a_key_without_a_certificate_is_refused_at_start(self):
+        if not ts.SERVER:
+            self.skipTest("set GLOSSA_SERVER")
+        run = subprocess.run([ts.SERVER, "--listen", "127.0.0.1:0", "--metrics_listen", "",
+                              "--model", f"demo={ts.MODEL}", "--tls_key",
+                              os.path.join(_certs, "server.key")],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("--tls_cert", run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

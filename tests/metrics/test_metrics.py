@@ -636,12 +636,12 @@ class DeployConfigTest(unittest.TestCase):
         self.assertEqual(os.path.normpath(os.path.join(DEPLOY, glossa["build"]["context"],
                                                        glossa["build"]["dockerfile"])),
                          os.path.join(REPO, "Dockerfile"))
-        # The image's ENTRYPOINT serves metrics on every interface, so Prometheus reaches
+        # The image's entrypoint serves metrics on every interface, so Prometheus reaches
         # glossa:9464; a compose `command` may add flags but must not move them.
         with open(os.path.join(REPO, "Dockerfile"), encoding="utf-8") as f:
-            dockerfile = f.read()
-        self.assertRegex(dockerfile, r"(?m)^EXPOSE .*\b9464\b")
-        self.assertRegex(dockerfile, r'(?m)^ENTRYPOINT .*"--metrics_listen", "0\.0\.0\.0:9464"')
+            self.assertRegex(f.read(), r"(?m)^EXPOSE .*\b9464\b")
+        with open(os.path.join(REPO, "deploy", "docker-entrypoint.sh"), encoding="utf-8") as f:
+            self.assertRegex(f.read(), r"glossa-server .*--metrics_listen 0\.0\.0\.0:9464")
         self.assertNotIn("--metrics_listen", " ".join(glossa.get("command", [])))
         for name in ("prometheus", "grafana"):
             for volume in services[name]["volumes"]:

@@ -1,0 +1,195 @@
+// linear_bench: micro-benchmarks of the decoder's inner kernels (Google Benchmark).
+//   linear_bench [--benchmark_filter=REGEX] [--benchmark_min_time=0.2]
+// Run it with OMP_NUM_THREADS=1, as the engine runs one OpenMP thread per worker.
+//
+//   BM_Linear/in/out/rows            glossa::Linear::Forward (pre-packed weights, rows split into
+//                                    pieces, see ops/linear.h)
+//   BM_PlainMatmul/in/out/rows       the previous scheme, for comparison: one oneDNN matmul per row
+//                                    count over the [out, in] weights used in place as an
+//                                    {in, out}:ba view, fresh memory objects and an args map per call
+//   BM_AttendRow/heads/head_dim/keys glossa::AttendRow (vectorised kernels)
+//   BM_AttendRowScalar/...           the previous scalar AttendRow, for comparison
+// Shapes are those of the demo model (d_model 256, FFN 1024, vocabulary 15315, 4 heads of 64).
+// Counters: GFLOP/s of the matmul, or of the 4·keys·d_model FLOP of attention.
+// No figure is checked: this is a tool for comparing changes on one machine.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "layers/attention.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#include "ops/linear.h"
+#include "ops/ops.h"
+
+namespace {
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void SetCounters(benchmark::State& state, double flop_per_iteration) {
+  state.counters["GFLOP/s"] = benchmark::Counter(flop_per_iteration * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Linear(benchmark::State& state) {
+  const int64_t in = state.range(0), out = state.range(1), rows = state.range(2);
+  const auto w = Random(in * out, 1, 0.1f), b = Random(out, 2), x = Random(rows * in, 3);
+  std::vector<float> y(rows * out);
+  glossa::Linear linear(w.data(), b.data(), in, out);
+  linear.Forward(x.data(), rows, y.data());
+  for (auto _ : state) {
+    linear.Forward(x.data(), rows, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, 2.0 * rows * in * out);
+  state.counters["packed"] = linear.packed();
+}
+
+// The scheme Linear used before weights were pre-packed.
+class PlainMatmul {
+ public:
+  PlainMatmul(const float* w, const float* b, int64_t in, int64_t out) : in_(in), out_(out) {
+    using dnnl::memory;
+    weight_ = memory({{in, out}, memory::data_type::f32, memory::format_tag::ba},
+                     glossa::CpuEngine(), const_cast<float*>(w));
+    bias_ = memory({{1, out}, memory::data_type::f32, memory::format_tag::ab}, glossa::CpuEngine(),
+                   const_cast<float*>(b));
+  }
+  void Forward(const float* x, int64_t rows, float* y) {
+    using dnnl::memory;
+    const memory::desc src({rows, in_}, memory::data_type::f32, memory::format_tag::ab);
+    const memory::desc dst({rows, out_}, memory::data_type::f32, memory::format_tag::ab);
+    auto it = prims_.find(rows);
+    if (it == prims_.end()) {
+      dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(src, weight_.get_desc(), bias_.get_desc(), dst), glossa::CpuEngine());
+      it = prims_.emplace(rows, dnnl::matmul(pd)).first;
+    }
+    memory s(src, glossa::CpuEngine(), const_cast<float*>(x)), d(dst, glossa::CpuEngine(), y);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, s},
+                                            {DNNL_ARG_WEIGHTS, weight_},
+                                            {DNNL_ARG_BIAS, bias_},
+                                            {DNNL_ARG_DST, d}};
+    it->second.execute(glossa::ThreadStream(), args);
+    glossa::ThreadStream().wait();
+  }
+
+ private:
+  int64_t in_, out_;
+  dnnl::memory weight_, bias_;
+  std::map<int64_t, dnnl::matmul> prims_;
+};
+
+void BM_PlainMatmul(benchmark::State& state) {
+  const int64_t in = state.range(0), out = state.range(1), rows = state.range(2);
+  const auto w = Random(in * out, 1, 0.1f), b = Random(out, 2), x = Random(rows * in, 3);
+  std::vector<float> y(rows * out);
+  PlainMatmul matmul(w.data(), b.data(), in, out);
+  matmul.Forward(x.data(), rows, y.data());
+  for (auto _ : state) {
+    matmul.Forward(x.data(), rows, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, 2.0 * rows * in * out);
+}
+
+void LinearShapes(benchmark::internal::Benchmark* b) {
+  for (auto [in, out] : std::vector<std::pair<int64_t, int64_t>>{
+           {256, 256}, {256, 1024}, {1024, 256}, {256, 15315}}) {
+    for (int64_t rows : {1, 2, 4, 8, 16, 32, 33, 48, 64, 65, 96, 128, 256}) {
+      b->Args({in, out, rows});
+    }
+  }
+}
+
+BENCHMARK(BM_Linear)->Apply(LinearShapes)->ArgNames({"in", "out", "rows"});
+BENCHMARK(BM_PlainMatmul)->Apply(LinearShapes)->ArgNames({"in", "out", "rows"});
+
+// The AttendRow of before the vectorised kernels, kept verbatim for comparison.
+template <typename KeyRow, typename ValueRow>
+void AttendRowScalar(const float* q, int heads, int head_dim, int num_keys, KeyRow key_row,
+                     ValueRow value_row, float* scores, float* out) {
+  for (int h = 0; h < heads; ++h) {
+    const int64_t off = static_cast<int64_t>(h) * head_dim;
+    const float* qh = q + off;
+    for (int t = 0; t < num_keys; ++t) {
+      const float* k = key_row(t) + off;
+      float dot = 0.0f;
+      for (int i = 0; i < head_dim; ++i) dot += qh[i] * k[i];
+      scores[t] = dot;
+    }
+    glossa::ops::Softmax(scores, num_keys);
+    float* oh = out + off;
+    for (int i = 0; i < head_dim; ++i) oh[i] = 0.0f;
+    for (int t = 0; t < num_keys; ++t) {
+      const float* v = value_row(t) + off;
+      const float p = scores[t];
+      for (int i = 0; i < head_dim; ++i) oh[i] += p * v[i];
+    }
+  }
+}
+
+template <bool kScalar>
+void BM_Attend(benchmark::State& state) {
+  const int heads = static_cast<int>(state.range(0)), head_dim = static_cast<int>(state.range(1));
+  const int keys = static_cast<int>(state.range(2));
+  const int64_t d = int64_t{heads} * head_dim;
+  const auto q = Random(d, 1, 0.2f), k = Random(keys * d, 2), v = Random(keys * d, 3);
+  std::vector<float> scores(keys), out(d);
+  auto key_row = [&](int t) { return k.data() + t * d; };
+  auto value_row = [&](int t) { return v.data() + t * d; };
+  if (!kScalar) {  // sanity check against the scalar version (not a test: those live in tests/)
+    std::vector<float> expected(d);
+    AttendRowScalar(q.data(), heads, head_dim, keys, key_row, value_row, scores.data(),
+                    expected.data());
+    glossa::AttendRow(q.data(), heads, head_dim, keys, key_row, value_row, scores.data(),
+                      out.data());
+    for (int64_t i = 0; i < d; ++i) {
+      if (std::abs(out[i] - expected[i]) > 1e-5f * (1.0f + std::abs(expected[i]))) {
+        state.SkipWithError("AttendRow differs from the scalar version");
+        return;
+      }
+    }
+  }
+  for (auto _ : state) {
+    if (kScalar) {
+      AttendRowScalar(q.data(), heads, head_dim, keys, key_row, value_row, scores.data(),
+                      out.data());
+    } else {
+      glossa::AttendRow(q.data(), heads, head_dim, keys, key_row, value_row, scores.data(),
+                        out.data());
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  SetCounters(state, 4.0 * keys * d);
+}
+
+void AttentionShapes(benchmark::internal::Benchmark* b) {
+  for (int keys : {1, 8, 32, 64, 128}) b->Args({4, 64, keys});
+  b->Args({8, 64, 32});
+  b->Args({4, 30, 32});  // head_dim not a multiple of 16
+}
+
+BENCHMARK_TEMPLATE(BM_Attend, false)
+    ->Name("BM_AttendRow")
+    ->Apply(AttentionShapes)
+    ->ArgNames({"heads", "head_dim", "keys"});
+BENCHMARK_TEMPLATE(BM_Attend, true)
+    ->Name("BM_AttendRowScalar")
+    ->Apply(AttentionShapes)
+    ->ArgNames({"heads", "head_dim", "keys"});
+
+}  // namespace
+
+BENCHMARK_MAIN();

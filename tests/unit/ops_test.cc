@@ -1,6 +1,8 @@
 // Ops against naive C++ references on random and edge shapes (relative error <= 1e-5).
 #include <cmath>
+#include <atomic>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -91,6 +93,37 @@ INSTANTIATE_TEST_SUITE_P(
                       LinearCase{32, 1024, 256, Activation::kNone, true, true},
                       LinearCase{1, 256, 15315, Activation::kNone, true, false},
                       LinearCase{130, 31, 3, Activation::kNone, true, true}));
+
+// Several threads calling Forward on one Linear with different row counts at once (engine workers
+// share a model's layers) all get the single-threaded answer.
+TEST(LinearConcurrencyTest, ConcurrentCallsGiveTheSameResults) {
+  std::mt19937 rng(11);
+  const int64_t in = 256, out = 1024;
+  const auto w = Random(out * in, rng, 0.1f), b = Random(out, rng);
+  Linear linear(w.data(), b.data(), in, out, Activation::kSwish);
+  const std::vector<int64_t> rows = {1, 3, 8, 17, 32, 64, 65, 100};
+  std::vector<std::vector<float>> inputs, expected;
+  for (int64_t r : rows) {
+    inputs.push_back(Random(r * in, rng));
+    expected.emplace_back(r * out);
+    linear.Forward(inputs.back().data(), r, expected.back().data());
+  }
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> y;
+      for (int iteration = 0; iteration < 50; ++iteration) {
+        const size_t k = (t + iteration) % rows.size();
+        y.assign(rows[k] * out, 0.0f);
+        linear.Forward(inputs[k].data(), rows[k], y.data());
+        if (y != expected[k]) mismatches++;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
 
 TEST(OpsTest, LayerNormMatchesReference) {
   std::mt19937 rng(1);

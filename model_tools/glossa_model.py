@@ -22,19 +22,43 @@ The JSON header is an object with "format_version", "name",
 "source_language", "target_language", "dtype", "converter", "config",
 "generation", "tokenizer" and "tensors". Each entry of "tensors" is
 
-    {"name": str, "dtype": "float32" | "int8" | "bytes", "shape": [int, ...],
-     "offset": absolute file offset, "size": bytes, "crc32": zlib.crc32 of the bytes}
+    {"name": str, "dtype": "float32" | "bfloat16" | "int8" | "bytes",
+     "shape": [int, ...], "offset": absolute file offset, "size": bytes,
+     "crc32": zlib.crc32 of the bytes}
 
 Tensors are C-contiguous and little-endian. "bytes" entries are opaque blobs
 (shape [size]), e.g. the SentencePiece models. An alias is a second entry with
 the same offset/size/crc32/dtype/shape as its target: the data is stored once.
-Quantised dtypes (bfloat16, int8) are reserved for later versions of the
-converter; an int8 tensor's scales will be a separate float32 tensor named
-"<name>.scale".
+
+Weight dtypes. The header's "dtype" is the model's weight dtype: "float32",
+"bfloat16" or "int8". In a bfloat16 or int8 model, the weights of the Linear
+layers (LINEAR_WEIGHT below: every q_proj/k_proj/v_proj/out_proj/fc1/fc2
+weight of the encoder and decoder layers, cross-attention included, and
+lm_head.weight unless the converter was asked to keep the output layer float32)
+are stored in that dtype, with their float32 shape [out, in]; every other
+tensor (embeddings, positions, layer norms, biases, final_logits_bias) stays
+float32. Readers go by each entry's own dtype, so a file's dtype needs no other
+header key, and the format version stays 1 (version 1 readers already check
+every entry's dtype and refuse one they do not know, naming the tensor).
+
+  bfloat16  the upper 16 bits of the float32 value, rounded to nearest even
+            (float32_to_bfloat16); NaN stays NaN (quiet). Stored as uint16 bit
+            patterns; numpy has no bfloat16, so read_model returns them as uint16
+            and write_model stores uint16 arrays as bfloat16.
+  int8      per output channel (row), symmetric, in float32 arithmetic
+            (quantize_int8): scale[o] = max_i |W[o, i]| / 127 (1.0 for an
+            all-zero row), q[o, i] = clip(rint(W[o, i] / scale[o]), -127, 127),
+            rint rounding half to even; W ~= q * scale[o]. The scales are a
+            float32 tensor of shape [out] named "<weight name>.scale" (e.g.
+            "decoder.layers.0.fc1.weight.scale"), stored right after the weight.
+
+lm_head.weight is tied to (an alias of) decoder.embed_tokens.weight in Marian
+models; once quantised it is stored on its own and the embeddings stay float32.
 """
 
 import json
 import os
+import re
 import struct
 import zlib
 
@@ -47,16 +71,69 @@ ALIGNMENT = 64
 # magic, format_version, header crc32, header_size
 _PREAMBLE = struct.Struct("<8sIIQ")
 
-# Storage dtype name -> numpy dtype of one element.
+# Storage dtype name -> numpy dtype of one element (bfloat16: its bit pattern).
 DTYPES = {
     "float32": np.dtype("<f4"),
+    "bfloat16": np.dtype("<u2"),
     "int8": np.dtype("i1"),
     "bytes": np.dtype("u1"),
 }
 
+# Model weight dtypes (the header's "dtype").
+WEIGHT_DTYPES = ("float32", "bfloat16", "int8")
+
+# The Linear layers' weights: stored in the model's weight dtype, when it is not float32.
+LINEAR_WEIGHT = re.compile(
+    r"(encoder|decoder)\.layers\.[0-9]+\.((self_attn|encoder_attn)\.(q_proj|k_proj|v_proj|out_proj)|fc1|fc2)\.weight")
+OUTPUT_LAYER = "lm_head.weight"
+SCALE_SUFFIX = ".scale"
+
 
 class ModelFormatError(Exception):
     """A model file is malformed, truncated, corrupt or of an unknown version."""
+
+
+def is_quantized_weight(name, float32_output_layer=False):
+    """Whether a bfloat16 or int8 model stores tensor `name` in its weight dtype."""
+    if name == OUTPUT_LAYER:
+        return not float32_output_layer
+    return LINEAR_WEIGHT.fullmatch(name) is not None
+
+
+def float32_to_bfloat16(array):
+    """float32 array -> uint16 bfloat16 bit patterns, rounded to nearest even; NaN stays NaN.
+
+    Values past the largest bfloat16 round to infinity, as IEEE rounding does.
+    """
+    bits = np.ascontiguousarray(array, dtype="<f4").view("<u4").astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    nan = np.isnan(np.asarray(array, dtype=np.float32))
+    rounded = np.where(nan, (bits >> 16) | 0x0040, rounded)  # keep the sign, set the quiet bit
+    return rounded.astype("<u2")
+
+
+def bfloat16_to_float32(bits):
+    """uint16 bfloat16 bit patterns -> float32 (exact)."""
+    return (np.asarray(bits, dtype="<u2").astype("<u4") << 16).view("<f4")
+
+
+def quantize_int8(weight):
+    """float32 [out, in] -> (int8 [out, in], float32 scales [out]), per output channel, symmetric.
+
+    All in float32, so that a C++ loader quantising a float32 file at load
+    (max |w| / 127.0f, then nearbyint(w / scale) under the default rounding
+    mode) gets the same bytes.
+    """
+    weight = np.asarray(weight, dtype=np.float32)
+    if weight.ndim != 2:
+        raise ValueError(f"int8 quantisation needs a 2-D weight, got shape {list(weight.shape)}")
+    if not np.isfinite(weight).all():
+        raise ValueError("int8 quantisation needs finite weights")
+    max_abs = np.abs(weight).max(axis=1) if weight.shape[1] else np.zeros(weight.shape[0], np.float32)
+    scale = (max_abs / np.float32(127)).astype(np.float32)
+    scale[max_abs == 0] = np.float32(1)
+    q = np.clip(np.rint(weight / scale[:, None]), -127, 127).astype(np.int8)
+    return q, scale
 
 
 def align(offset, alignment=ALIGNMENT):
@@ -95,7 +172,8 @@ def _dtype_name(name, dtype):
     for dtype_name, np_dtype in DTYPES.items():
         if dtype_name != "bytes" and dtype.newbyteorder("<") == np_dtype:
             return dtype_name
-    raise TypeError(f"tensor {name!r}: unsupported dtype {dtype} (supported: float32, int8, bytes)")
+    raise TypeError(f"tensor {name!r}: unsupported dtype {dtype} "
+                    "(supported: float32, uint16 bfloat16 bits, int8, bytes)")
 
 
 def _encode_header(header):
@@ -143,8 +221,8 @@ def write_model(path, header, tensors, aliases=None):
     """Writes a Glossa model file.
 
     header:  dict of header fields; "tensors" is filled in here.
-    tensors: dict name -> numpy array (float32 or int8) or bytes; stored in
-             this order.
+    tensors: dict name -> numpy array (float32, int8, or uint16 holding
+             bfloat16 bit patterns) or bytes; stored in this order.
     aliases: dict alias name -> name of a stored tensor; the alias gets its own
              header entry pointing at the same data.
 

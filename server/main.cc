@@ -43,6 +43,12 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
 ABSL_FLAG(int, workers, 1, "Engine workers (step loops) per model");
 ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP) per engine worker; workers × threads "
           "should not exceed the cores");
+ABSL_FLAG(std::string, compute_type, "",
+          "Compute type of every model's Linear layers: float32, bfloat16 (AVX512-BF16) or "
+          "int8 (VNNI; weights quantized per output row at load, inputs per row on the fly); "
+          "empty: as each model file stores its weights");
+ABSL_FLAG(bool, float32_output_layer, false, "Keep the output projection in float32 when "
+          "--compute_type is bfloat16 or int8");
 ABSL_FLAG(int64_t, max_text_bytes, 10000, "Longest text accepted, in bytes");
 ABSL_FLAG(int, max_text_tokens, 0, "Longest text accepted, in source tokens (end of sentence "
           "included); 0 = the model's limit");
@@ -184,7 +190,10 @@ int main(int argc, char** argv) {
     std::cerr << "glossa-server: --default_beam_size must be between 1 and --max_beam_size\n";
     return 2;
   }
-  auto registry = glossa::server::ModelRegistry::Load(specs, engine);
+  glossa::ModelOptions model_options;
+  model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
+  model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
+  auto registry = glossa::server::ModelRegistry::Load(specs, engine, model_options);
   if (!registry.ok()) {
     std::cerr << "glossa-server: " << registry.status().message() << "\n";
     return 2;

@@ -8,7 +8,8 @@
 namespace glossa::server {
 
 absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(
-    const std::vector<std::string>& specs, const EngineOptions& options) {
+    const std::vector<std::string>& specs, const EngineOptions& options,
+    const ModelOptions& model_options) {
   auto registry = std::make_unique<ModelRegistry>();
   std::map<std::string, std::shared_ptr<const Model>> by_path;  // one mapping per file
   for (const std::string& spec : specs) {
@@ -32,7 +33,7 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(
     }
     std::shared_ptr<const Model>& model = by_path[path];
     if (model == nullptr) {
-      auto loaded = Model::Load(path);
+      auto loaded = Model::Load(path, model_options);
       if (!loaded.ok()) return loaded.status();
       model = *std::move(loaded);
     }

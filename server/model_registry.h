@@ -24,7 +24,8 @@ class ModelRegistry {
   // specs: "NAME=PATH" (or a bare PATH, named after the file). Fails on the first model that
   // cannot be loaded, or on a repeated name.
   static absl::StatusOr<std::unique_ptr<ModelRegistry>> Load(const std::vector<std::string>& specs,
-                                                             const EngineOptions& options);
+                                                             const EngineOptions& options,
+                                                             const ModelOptions& model_options = {});
 
   // The model a request names. An empty name picks the only model; with several,
   // INVALID_ARGUMENT. An unknown name: NOT_FOUND listing the loaded names.

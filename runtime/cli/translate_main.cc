@@ -30,6 +30,12 @@ ABSL_FLAG(bool, scores, false, "Append '\\tSCORE' to each output line");
 ABSL_FLAG(bool, token_ids, false, "Print generated token ids instead of text (space-separated)");
 ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP team used by oneDNN)");
 ABSL_FLAG(int, batch_size, 32, "Sentences encoded and decoded together");
+ABSL_FLAG(std::string, compute_type, "",
+          "Compute type of the Linear layers: float32, bfloat16 (AVX512-BF16) or int8 (VNNI; "
+          "weights quantized per output row, inputs per row on the fly); empty: as the model "
+          "file stores its weights");
+ABSL_FLAG(bool, float32_output_layer, false, "Keep the output projection in float32 when "
+          "--compute_type is bfloat16 or int8");
 ABSL_FLAG(int, chunk_lines, 1024, "Lines read, sorted by length and translated at a time");
 
 namespace {
@@ -72,7 +78,10 @@ int main(int argc, char** argv) {
   glossa::SetComputeThreads(absl::GetFlag(FLAGS_threads));
   std::string model_path = absl::GetFlag(FLAGS_model);
   if (model_path.empty()) model_path = DefaultModelPath(argv[0]);
-  auto model = glossa::Model::Load(model_path);
+  glossa::ModelOptions model_options;
+  model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
+  model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
+  auto model = glossa::Model::Load(model_path, model_options);
   if (!model.ok()) {
     std::cerr << "glossa-translate: " << model.status().message() << "\n";
     return 2;

@@ -5,7 +5,31 @@
 
 namespace glossa {
 
-absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path) {
+namespace {
+
+// The compute types for a file and the caller's options (see ModelOptions).
+absl::StatusOr<WeightOptions> ChooseComputeTypes(const ModelFile& file, const std::string& dtype,
+                                                 const ModelOptions& options) {
+  const std::string& name = options.compute_type.empty() ? dtype : options.compute_type;
+  WeightOptions w;
+  if (!ParseComputeType(name, &w.compute)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compute type '", name, "' is not one of float32, bfloat16, int8",
+        options.compute_type.empty() ? absl::StrCat(" (the dtype of ", file.path(), ")") : ""));
+  }
+  w.output_compute = w.compute;
+  if (options.compute_type.empty()) {  // as stored
+    auto head = file.Tensor("lm_head.weight");
+    if (head.ok() && (*head)->dtype == DType::kFloat32) w.output_compute = ComputeType::kFloat32;
+  }
+  if (options.float32_output_layer) w.output_compute = ComputeType::kFloat32;
+  return w;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path,
+                                                         const ModelOptions& options) {
   std::shared_ptr<Model> m(new Model());
   GLOSSA_ASSIGN_OR_RETURN(m->file_, ModelFile::Open(path));
   auto info = ParseModelInfo(m->file_->header());
@@ -14,7 +38,10 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
                         absl::StrCat("model file '", path, "': ", info.status().message()));
   }
   m->info_ = *std::move(info);
-  GLOSSA_ASSIGN_OR_RETURN(m->weights_, LoadWeights(*m->file_, m->info_.config));
+  GLOSSA_ASSIGN_OR_RETURN(const WeightOptions compute,
+                          ChooseComputeTypes(*m->file_, m->info_.dtype, options));
+  GLOSSA_ASSIGN_OR_RETURN(m->weights_, LoadWeights(*m->file_, m->info_.config, compute));
+  m->info_.dtype = ComputeTypeName(compute.compute);
   GLOSSA_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::Load(*m->file_, m->info_.config));
   m->encoder_ = std::make_unique<Encoder>(m->info_.config, *m->weights_);
   m->decoder_ = std::make_unique<Decoder>(m->info_.config, *m->weights_);

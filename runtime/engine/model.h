@@ -16,10 +16,20 @@
 
 namespace glossa {
 
+struct ModelOptions {
+  // "float32", "bfloat16" or "int8"; empty: as the file stores its weights (its "dtype", with the
+  // output projection in whatever type it is stored).
+  std::string compute_type;
+  // Keep the output projection (lm_head) in float32 even when compute_type is lower.
+  bool float32_output_layer = false;
+};
+
 class Model {
  public:
-  static absl::StatusOr<std::shared_ptr<const Model>> Load(const std::string& path);
+  static absl::StatusOr<std::shared_ptr<const Model>> Load(const std::string& path,
+                                                           const ModelOptions& options = {});
 
+  // info().dtype is the compute type in use (which may differ from the file's storage type).
   const ModelInfo& info() const { return info_; }
   const ModelConfig& config() const { return info_.config; }
   const Encoder& encoder() const { return *encoder_; }

@@ -40,12 +40,28 @@ uint32_t Crc32(const uint8_t* data, uint64_t size) {
 
 absl::StatusOr<DType> ParseDType(const std::string& s, const std::string& tensor) {
   if (s == "float32") return DType::kFloat32;
+  if (s == "bfloat16") return DType::kBFloat16;
+  if (s == "int8") return DType::kInt8;
   if (s == "bytes") return DType::kBytes;
   return absl::UnimplementedError(absl::StrCat("tensor '", tensor, "' has dtype '", s,
                                                "', which this build of Glossa cannot read"));
 }
 
 }  // namespace
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kInt8:
+      return "int8";
+    case DType::kBytes:
+      break;
+  }
+  return "bytes";
+}
 
 int64_t TensorView::NumElements() const {
   int64_t n = 1;
@@ -154,7 +170,7 @@ absl::Status ModelFile::AddTensor(const nlohmann::json& entry, bool verify_check
       return absl::DataLossError(absl::StrCat("tensor '", t.name, "' has an invalid shape"));
     }
   }
-  const uint64_t element = t.dtype == DType::kFloat32 ? 4 : 1;
+  const uint64_t element = DTypeSize(t.dtype);
   if (static_cast<uint64_t>(t.NumElements()) * element != t.size_bytes) {
     return absl::DataLossError(absl::StrCat("tensor '", t.name, "' of shape ", t.ShapeString(),
                                             " and dtype ", dtype, " cannot hold ", t.size_bytes,

@@ -24,7 +24,15 @@ namespace glossa {
 
 inline constexpr uint32_t kModelFormatVersion = 1;
 
-enum class DType { kFloat32, kBytes };
+// Storage types of tensors. bfloat16: raw bf16 bit patterns (uint16, little-endian); int8: signed
+// bytes (quantized weights, with a float32 "<name>.scale" tensor per output row).
+enum class DType { kFloat32, kBFloat16, kInt8, kBytes };
+
+// Bytes per element.
+inline uint64_t DTypeSize(DType t) {
+  return t == DType::kFloat32 ? 4 : t == DType::kBFloat16 ? 2 : 1;
+}
+const char* DTypeName(DType t);
 
 struct TensorView {
   std::string name;

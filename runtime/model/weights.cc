@@ -8,13 +8,50 @@ namespace {
 
 class Finder {
  public:
-  Finder(const ModelFile& file, int64_t d_model) : file_(file), d_(d_model) {}
+  Finder(const ModelFile& file, int64_t d_model, ComputeType compute)
+      : file_(file), d_(d_model), compute_(compute) {}
+
+  // A weight matrix [out, in] stored as float32, bfloat16 or int8 (with "<name>.scale").
+  absl::StatusOr<LinearWeights> Matrix(const std::string& name, int64_t out, int64_t in) {
+    GLOSSA_ASSIGN_OR_RETURN(const TensorView* t, file_.Tensor(name));
+    const std::vector<int64_t> shape = {out, in};
+    if (t->shape != shape || t->dtype == DType::kBytes) {
+      TensorView expected;
+      expected.shape = shape;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model file '", file_.path(), "': tensor '", name, "' has shape ", t->ShapeString(),
+          " and dtype ", DTypeName(t->dtype), ", expected ", expected.ShapeString(),
+          " float32, bfloat16 or int8"));
+    }
+    LinearWeights w;
+    if (t->dtype == DType::kFloat32) w.f32 = t->f32();
+    if (t->dtype == DType::kBFloat16) w.bf16 = static_cast<const uint16_t*>(t->data);
+    if (t->dtype == DType::kInt8) {
+      w.s8 = static_cast<const int8_t*>(t->data);
+      GLOSSA_ASSIGN_OR_RETURN(w.s8_scales, file_.FloatTensor(name + ".scale", {out}));
+    }
+    return w;
+  }
 
   absl::StatusOr<std::unique_ptr<Linear>> LinearLayer(const std::string& prefix, int64_t in,
                                                       int64_t out, Activation act) {
-    GLOSSA_ASSIGN_OR_RETURN(const float* w, file_.FloatTensor(prefix + ".weight", {out, in}));
+    GLOSSA_ASSIGN_OR_RETURN(LinearWeights w, Matrix(prefix + ".weight", out, in));
     GLOSSA_ASSIGN_OR_RETURN(const float* b, file_.FloatTensor(prefix + ".bias", {out}));
-    return std::make_unique<Linear>(w, b, in, out, act);
+    return MakeLinear(w, b, in, out, act, compute_);
+  }
+
+  // oneDNN throws when it has no kernel for the compute type on this CPU.
+  static absl::StatusOr<std::unique_ptr<Linear>> MakeLinear(const LinearWeights& w,
+                                                            const float* bias, int64_t in,
+                                                            int64_t out, Activation act,
+                                                            ComputeType compute) {
+    try {
+      return std::make_unique<Linear>(w, bias, in, out, act, compute);
+    } catch (const dnnl::error& e) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("compute type ", ComputeTypeName(compute),
+                       " is not available on this CPU (oneDNN: ", e.what(), ")"));
+    }
   }
 
   absl::StatusOr<LayerNormWeights> Norm(const std::string& prefix) {
@@ -52,14 +89,16 @@ class Finder {
  private:
   const ModelFile& file_;
   int64_t d_;
+  ComputeType compute_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
-                                                          const ModelConfig& c) {
+                                                          const ModelConfig& c,
+                                                          const WeightOptions& options) {
   auto w = std::make_unique<ModelWeights>();
-  Finder find(file, c.d_model);
+  Finder find(file, c.d_model, options.compute);
   GLOSSA_ASSIGN_OR_RETURN(w->encoder, find.Stack("encoder", c.source_vocab_size, c));
   GLOSSA_ASSIGN_OR_RETURN(w->decoder, find.Stack("decoder", c.target_vocab_size, c));
   for (int i = 0; i < c.encoder_layers; ++i) {
@@ -88,11 +127,12 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
     GLOSSA_ASSIGN_OR_RETURN(l.final_norm, find.Norm(p + ".final_layer_norm"));
     w->decoder_layers.push_back(std::move(l));
   }
-  GLOSSA_ASSIGN_OR_RETURN(const float* head,
-                          file.FloatTensor("lm_head.weight", {c.target_vocab_size, c.d_model}));
+  GLOSSA_ASSIGN_OR_RETURN(LinearWeights head,
+                          find.Matrix("lm_head.weight", c.target_vocab_size, c.d_model));
   GLOSSA_ASSIGN_OR_RETURN(const float* bias,
                           file.FloatTensor("final_logits_bias", {c.target_vocab_size}));
-  w->lm_head = std::make_unique<Linear>(head, bias, c.d_model, c.target_vocab_size);
+  GLOSSA_ASSIGN_OR_RETURN(w->lm_head, Finder::MakeLinear(head, bias, c.d_model, c.target_vocab_size,
+                                                         Activation::kNone, options.output_compute));
   return w;
 }
 

@@ -55,9 +55,19 @@ struct ModelWeights {
   std::unique_ptr<Linear> lm_head;  // d_model -> target vocab, final_logits_bias fused
 };
 
+// The compute types of the Linear layers: `compute` for every layer of the encoder and decoder,
+// `output_compute` for the output projection (lm_head).
+struct WeightOptions {
+  ComputeType compute = ComputeType::kFloat32;
+  ComputeType output_compute = ComputeType::kFloat32;
+};
+
 // Finds every tensor the config calls for, checking shapes; names the first that is missing.
+// Weight matrices may be stored as float32, bfloat16 or int8; each Linear converts them to its
+// compute type once. FAILED_PRECONDITION when this CPU has no kernel for a compute type.
 absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
-                                                          const ModelConfig& config);
+                                                          const ModelConfig& config,
+                                                          const WeightOptions& options = {});
 
 }  // namespace glossa
 

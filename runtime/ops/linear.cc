@@ -2,9 +2,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "ops/quantize.h"
 
 namespace glossa {
 namespace {
@@ -34,14 +37,55 @@ dnnl::algorithm EltwiseAlgorithm(Activation activation) {
   return dnnl::algorithm::undef;
 }
 
-memory::desc RowMajor(int64_t rows, int64_t cols) {
-  return memory::desc({rows, cols}, dt::f32, tag::ab);
+memory::desc RowMajor(int64_t rows, int64_t cols, dt type = dt::f32) {
+  return memory::desc({rows, cols}, type, tag::ab);
 }
 
-dnnl::matmul::primitive_desc MatmulPd(int64_t rows, int64_t in, int64_t out,
+// Data types of the matmul's input, weights and output for a compute type.
+struct MatmulTypes {
+  dt src, weights, dst;
+};
+MatmulTypes TypesOf(ComputeType compute) {
+  switch (compute) {
+    case ComputeType::kBFloat16:
+      return {dt::bf16, dt::bf16, dt::f32};
+    case ComputeType::kInt8:
+      return {dt::u8, dt::s8, dt::s32};
+    case ComputeType::kFloat32:
+      break;
+  }
+  return {dt::f32, dt::f32, dt::f32};
+}
+
+// The int8 path's activation, applied after our epilogue (oneDNN applies it as a post-op for the
+// other compute types).
+void ApplyActivation(Activation activation, float* y, int64_t n) {
+  switch (activation) {
+    case Activation::kNone:
+      return;
+    case Activation::kRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+      return;
+    case Activation::kSwish:
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] / (1.0f + std::exp(-y[i]));
+      return;
+    case Activation::kGelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * y[i] * (1.0f + std::erf(y[i] * 0.70710678f));
+      return;
+    case Activation::kGeluTanh:
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = y[i];
+        y[i] = 0.5f * v * (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
+      }
+      return;
+  }
+}
+
+dnnl::matmul::primitive_desc MatmulPd(int64_t rows, int64_t in, int64_t out, ComputeType compute,
                                       const memory::desc& weights, const dnnl::memory& bias,
                                       const dnnl::primitive_attr& attr) {
-  const memory::desc src = RowMajor(rows, in), dst = RowMajor(rows, out);
+  const MatmulTypes types = TypesOf(compute);
+  const memory::desc src = RowMajor(rows, in, types.src), dst = RowMajor(rows, out, types.dst);
   auto desc = bias ? dnnl::matmul::desc(src, weights, bias.get_desc(), dst)
                    : dnnl::matmul::desc(src, weights, dst);
   return dnnl::matmul::primitive_desc(desc, attr, CpuEngine());
@@ -70,19 +114,33 @@ class ThreadMemories {
     return memories;
   }
 
-  // A dense row-major [rows, cols] f32 activation at `data`; `role` tells the source from the
-  // destination, which may have the same shape in one call.
-  dnnl_memory_t Activation(int64_t rows, int64_t cols, int role, const float* data) {
-    const uint64_t key = (static_cast<uint64_t>(cols) << 16) |
-                         (static_cast<uint64_t>(rows) << 1) | static_cast<uint64_t>(role);
+  // A dense row-major [rows, cols] activation of `type` at `data`; `role` tells the source from
+  // the destination, which may have the same shape in one call.
+  dnnl_memory_t Activation(int64_t rows, int64_t cols, dt type, int role, const void* data) {
+    const uint64_t key = (static_cast<uint64_t>(cols) << 20) |
+                         (static_cast<uint64_t>(type) << 12) | (static_cast<uint64_t>(rows) << 1) |
+                         static_cast<uint64_t>(role);
     auto it = activations_.find(key);
     if (it == activations_.end()) {
-      it = activations_.emplace(key, memory(RowMajor(rows, cols), CpuEngine(), DNNL_MEMORY_NONE))
+      it = activations_
+               .emplace(key, memory(RowMajor(rows, cols, type), CpuEngine(), DNNL_MEMORY_NONE))
                .first;
     }
-    it->second.set_data_handle(const_cast<float*>(data));
+    it->second.set_data_handle(const_cast<void*>(data));
     return it->second.get();
   }
+
+  // Grow-only per-thread buffers for the reduced-precision paths.
+  template <typename T>
+  static T* Grow(std::vector<T>& v, int64_t n) {
+    if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+    return v.data();
+  }
+  uint16_t* Bf16Input(int64_t n) { return Grow(bf16_input_, n); }
+  uint8_t* U8Input(int64_t n) { return Grow(u8_input_, n); }
+  float* RowScales(int64_t n) { return Grow(row_scales_, n); }
+  int32_t* ZeroPoints(int64_t n) { return Grow(zero_points_, n); }
+  int32_t* Accumulators(int64_t n) { return Grow(accumulators_, n); }
 
   // This thread's scratchpad, at least `bytes` long (bytes > 0).
   dnnl_memory_t Scratchpad(int64_t bytes) {
@@ -106,6 +164,11 @@ class ThreadMemories {
   absl::flat_hash_map<int64_t, memory> scratchpads_;
   memory buffer_;
   int64_t buffer_bytes_ = 0;
+  std::vector<uint16_t> bf16_input_;
+  std::vector<uint8_t> u8_input_;
+  std::vector<float> row_scales_;
+  std::vector<int32_t> zero_points_;
+  std::vector<int32_t> accumulators_;
 };
 
 }  // namespace
@@ -126,21 +189,48 @@ struct Linear::Primitive {
   int64_t scratchpad_bytes;  // user-managed scratchpad this primitive needs (0: none)
 };
 
-Linear::Linear(const float* weight, const float* bias, int64_t in, int64_t out,
-               Activation activation)
+const char* ComputeTypeName(ComputeType type) {
+  switch (type) {
+    case ComputeType::kBFloat16:
+      return "bfloat16";
+    case ComputeType::kInt8:
+      return "int8";
+    case ComputeType::kFloat32:
+      break;
+  }
+  return "float32";
+}
+
+bool ParseComputeType(const std::string& name, ComputeType* type) {
+  for (ComputeType t : {ComputeType::kFloat32, ComputeType::kBFloat16, ComputeType::kInt8}) {
+    if (name == ComputeTypeName(t)) {
+      *type = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+Linear::Linear(const LinearWeights& weights, const float* bias, int64_t in, int64_t out,
+               Activation activation, ComputeType compute)
     : in_(in),
       out_(out),
       activation_(activation),
+      compute_(compute),
       piece_rows_(in * out * 4 > kLargeWeightBytes ? kMaxPieceRows : kSmallPieceRows) {
-  plain_weight_mem_ =
-      memory({{in, out}, dt::f32, tag::ba}, CpuEngine(), const_cast<float*>(weight));
+  PrepareWeights(weights);
   if (bias != nullptr) {
-    bias_mem_ = memory({{1, out}, dt::f32, tag::ab}, CpuEngine(), const_cast<float*>(bias));
+    if (compute_ == ComputeType::kInt8) {
+      bias_ = bias;  // added by our epilogue
+    } else {
+      bias_mem_ = memory({{1, out}, dt::f32, tag::ab}, CpuEngine(), const_cast<float*>(bias));
+    }
   }
   // Ask for the layout oneDNN prefers and reorder into it once; keep the plain view if it prefers
   // that anyway (tiny shapes) or offers nothing better.
-  const auto pd = MatmulPd(kRepresentativeRows, in, out, memory::desc({in, out}, dt::f32, tag::any),
-                           bias_mem_, dnnl::primitive_attr());
+  const auto pd = MatmulPd(kRepresentativeRows, in, out, compute_,
+                           memory::desc({in, out}, TypesOf(compute_).weights, tag::any), bias_mem_,
+                           dnnl::primitive_attr());
   const memory::desc preferred = pd.weights_desc();
   if (preferred != plain_weight_mem_.get_desc()) {
     packed_weight_mem_ = memory(preferred, CpuEngine());
@@ -154,10 +244,70 @@ Linear::Linear(const float* weight, const float* bias, int64_t in, int64_t out,
   }
 }
 
+void Linear::PrepareWeights(const LinearWeights& w) {
+  const int64_t n = in_ * out_;
+  // A float32 view of the weights, made only when they must change type.
+  std::vector<float> widened;
+  const float* f32 = w.f32;
+  const bool keep = (compute_ == ComputeType::kFloat32 && w.f32 != nullptr) ||
+                    (compute_ == ComputeType::kBFloat16 && w.bf16 != nullptr) ||
+                    (compute_ == ComputeType::kInt8 && w.s8 != nullptr);
+  if (f32 == nullptr && !keep) {
+    widened.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      widened[i] = w.bf16 != nullptr ? quant::Bf16ToFloat(w.bf16[i])
+                                     : static_cast<float>(w.s8[i]) * w.s8_scales[i / in_];
+    }
+    f32 = widened.data();
+  }
+  const MatmulTypes types = TypesOf(compute_);
+  const void* data = nullptr;
+  switch (compute_) {
+    case ComputeType::kFloat32:
+      own_f32_ = std::move(widened);
+      data = f32;
+      break;
+    case ComputeType::kBFloat16:
+      data = w.bf16;
+      if (!keep) {
+        own_bf16_.resize(n);
+        quant::FloatToBf16(f32, n, own_bf16_.data());
+        data = own_bf16_.data();
+      }
+      break;
+    case ComputeType::kInt8: {
+      const int8_t* q = w.s8;
+      if (keep) {
+        scales_.assign(w.s8_scales, w.s8_scales + out_);
+      } else {
+        own_s8_.resize(n);
+        scales_.resize(out_);
+        quant::QuantizeWeightRows(f32, out_, in_, own_s8_.data(), scales_.data());
+        q = own_s8_.data();
+      }
+      col_sums_.assign(out_, 0);
+      for (int64_t o = 0; o < out_; ++o) {
+        for (int64_t i = 0; i < in_; ++i) col_sums_[o] += q[o * in_ + i];
+      }
+      data = q;
+      break;
+    }
+  }
+  plain_weight_mem_ =
+      memory({{in_, out_}, types.weights, tag::ba}, CpuEngine(), const_cast<void*>(data));
+}
+
 Linear::Linear(Linear&& other) noexcept
     : in_(other.in_),
       out_(other.out_),
       activation_(other.activation_),
+      compute_(other.compute_),
+      own_f32_(std::move(other.own_f32_)),
+      own_bf16_(std::move(other.own_bf16_)),
+      own_s8_(std::move(other.own_s8_)),
+      scales_(std::move(other.scales_)),
+      col_sums_(std::move(other.col_sums_)),
+      bias_(other.bias_),
       packed_(other.packed_),
       piece_rows_(other.piece_rows_),
       plain_weight_mem_(std::move(other.plain_weight_mem_)),
@@ -183,7 +333,7 @@ const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) con
   if (const Primitive* p = slot.load(std::memory_order_acquire)) return *p;
   dnnl::post_ops ops;
   if (accumulate) ops.append_sum(1.0f);
-  if (activation_ != Activation::kNone) {
+  if (activation_ != Activation::kNone && compute_ != ComputeType::kInt8) {  // int8: ours
     // alpha is relu's negative slope (0) and swish's sigmoid scale (1); gelu ignores it.
     const float alpha = activation_ == Activation::kRelu ? 0.0f : 1.0f;
     ops.append_eltwise(1.0f, EltwiseAlgorithm(activation_), alpha, 0.0f);
@@ -194,13 +344,13 @@ const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) con
   // once (nor on a thread other than the creating one); with a user scratchpad per thread, they
   // may. Executing one primitive from two threads with the default mode gave wrong results.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  auto pd = MatmulPd(rows, in_, out_, memory::desc({in_, out_}, dt::f32, tag::any), bias_mem_,
-                     attr);
+  auto pd = MatmulPd(rows, in_, out_, compute_,
+                     memory::desc({in_, out_}, TypesOf(compute_).weights, tag::any), bias_mem_, attr);
   dnnl_memory_t weights = packed_weight_mem_.get(/*allow_empty=*/true);
   if (!packed_ || pd.weights_desc() != packed_weight_mem_.get_desc()) {
     // No packed copy, or oneDNN wants another layout for this row count: use the caller's
     // weights in place.
-    pd = MatmulPd(rows, in_, out_, plain_weight_mem_.get_desc(), bias_mem_, attr);
+    pd = MatmulPd(rows, in_, out_, compute_, plain_weight_mem_.get_desc(), bias_mem_, attr);
     weights = plain_weight_mem_.get();
   }
   auto p = std::make_unique<Primitive>();
@@ -217,26 +367,55 @@ void Linear::Forward(const float* x, int64_t rows, float* y, bool accumulate) co
   // Split into near-equal pieces of at most piece_rows_ rows.
   const int64_t pieces = (rows + piece_rows_ - 1) / piece_rows_;
   const int64_t base = rows / pieces, extra = rows % pieces;
-  dnnl::stream& stream = ThreadStream();
-  ThreadMemories& memories = ThreadMemories::Get();
   for (int64_t i = 0; i < pieces; ++i) {
     const int64_t n = base + (i < extra ? 1 : 0);
-    const Primitive& p = GetPrimitive(n, accumulate);
-    dnnl_exec_arg_t args[5];
-    int count = 0;
-    args[count++] = {DNNL_ARG_SRC, memories.Activation(n, in_, 0, x)};
-    args[count++] = {DNNL_ARG_WEIGHTS, p.weights};
-    args[count++] = {DNNL_ARG_DST, memories.Activation(n, out_, 1, y)};
-    if (bias_mem_) args[count++] = {DNNL_ARG_BIAS, bias_mem_.get()};
-    if (p.scratchpad_bytes > 0) {
-      args[count++] = {DNNL_ARG_SCRATCHPAD, memories.Scratchpad(p.scratchpad_bytes)};
-    }
-    const dnnl_status_t status = dnnl_primitive_execute(p.matmul.get(), stream.get(), count, args);
-    if (status != dnnl_success) throw dnnl::error(status, "Linear: matmul execution failed");
+    ForwardPiece(x, n, y, accumulate);
     x += n * in_;
     y += n * out_;
   }
+}
+
+void Linear::ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const {
+  dnnl::stream& stream = ThreadStream();
+  ThreadMemories& memories = ThreadMemories::Get();
+  const bool int8 = compute_ == ComputeType::kInt8;
+  // The int8 primitive has no post-ops: accumulation happens in our epilogue.
+  const Primitive& p = GetPrimitive(rows, accumulate && !int8);
+  const void* src = x;
+  void* dst = y;
+  float* row_scales = nullptr;
+  int32_t* zero_points = nullptr;
+  if (compute_ == ComputeType::kBFloat16) {
+    uint16_t* converted = memories.Bf16Input(rows * in_);
+    quant::FloatToBf16(x, rows * in_, converted);
+    src = converted;
+  } else if (int8) {
+    uint8_t* quantized = memories.U8Input(rows * in_);
+    row_scales = memories.RowScales(rows);
+    zero_points = memories.ZeroPoints(rows);
+    quant::QuantizeActivationRows(x, rows, in_, quantized, row_scales, zero_points);
+    src = quantized;
+    // Without accumulation the s32 results go straight into y and are converted in place.
+    if (accumulate) dst = memories.Accumulators(rows * out_);
+  }
+  const MatmulTypes types = TypesOf(compute_);
+  dnnl_exec_arg_t args[5];
+  int count = 0;
+  args[count++] = {DNNL_ARG_SRC, memories.Activation(rows, in_, types.src, 0, src)};
+  args[count++] = {DNNL_ARG_WEIGHTS, p.weights};
+  args[count++] = {DNNL_ARG_DST, memories.Activation(rows, out_, types.dst, 1, dst)};
+  if (bias_mem_) args[count++] = {DNNL_ARG_BIAS, bias_mem_.get()};
+  if (p.scratchpad_bytes > 0) {
+    args[count++] = {DNNL_ARG_SCRATCHPAD, memories.Scratchpad(p.scratchpad_bytes)};
+  }
+  const dnnl_status_t status = dnnl_primitive_execute(p.matmul.get(), stream.get(), count, args);
+  if (status != dnnl_success) throw dnnl::error(status, "Linear: matmul execution failed");
   stream.wait();
+  if (int8) {
+    quant::Dequantize(static_cast<const int32_t*>(dst), rows, out_, col_sums_.data(), zero_points,
+                      row_scales, scales_.data(), bias_, accumulate, y);
+    ApplyActivation(activation_, y, rows * out_);
+  }
 }
 
 }  // namespace glossa

@@ -17,6 +17,14 @@
 // stream from L3 or DRAM once per piece, hence the larger pieces. Splitting does not change any
 // row's result.
 //
+// Compute types: float32 (the weights as given), bfloat16 (weights and, per call, the input
+// rounded to bf16; f32 accumulation, output, bias and post-ops: oneDNN's AVX512-BF16 kernels) and
+// int8 (weights s8 per output row with f32 scales, the input quantized per row to u8 on every call,
+// an s32 matmul on VNNI, then our own epilogue for scales, bias, activation and accumulation; see
+// ops/quantize.h for the number formats). Weights may arrive in any of the three storage types and
+// are converted once at construction into an owned buffer when their type differs from the
+// compute type.
+//
 // Thread safety: Forward may be called concurrently from any number of threads, on the same Linear
 // too. Primitive lookup is a lock-free atomic load; creation takes a mutex once per
 // (rows, accumulate). Primitives use a user-managed scratchpad, one buffer per thread: with
@@ -30,6 +38,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -37,6 +47,20 @@
 namespace glossa {
 
 enum class Activation { kNone, kRelu, kSwish, kGelu, kGeluTanh };
+
+enum class ComputeType { kFloat32, kBFloat16, kInt8 };
+const char* ComputeTypeName(ComputeType type);
+// "float32", "bfloat16" or "int8"; false for anything else.
+bool ParseComputeType(const std::string& name, ComputeType* type);
+
+// A weight matrix [out, in], row-major, in one storage type: set f32, bf16 (raw bit patterns) or
+// s8 together with s8_scales ([out]: w = s8 * scale).
+struct LinearWeights {
+  const float* f32 = nullptr;
+  const uint16_t* bf16 = nullptr;
+  const int8_t* s8 = nullptr;
+  const float* s8_scales = nullptr;
+};
 
 class Linear {
  public:
@@ -47,11 +71,16 @@ class Linear {
 
   // weight: [out, in] row-major; bias: [out] or nullptr. Both must outlive the Linear.
   Linear(const float* weight, const float* bias, int64_t in, int64_t out,
-         Activation activation = Activation::kNone);
+         Activation activation = Activation::kNone)
+      : Linear(LinearWeights{weight}, bias, in, out, activation, ComputeType::kFloat32) {}
+  // Throws dnnl::error when oneDNN has no kernel for `compute` on this CPU.
+  Linear(const LinearWeights& weights, const float* bias, int64_t in, int64_t out,
+         Activation activation, ComputeType compute);
   Linear(Linear&&) noexcept;
   ~Linear();
 
   int64_t in() const { return in_; }
+  ComputeType compute_type() const { return compute_; }
   int64_t out() const { return out_; }
 
   // y[rows, out] = act(x[rows, in] · Wᵀ + b). With accumulate, y += x · Wᵀ + b (the activation is
@@ -69,9 +98,22 @@ class Linear {
     return static_cast<size_t>(rows - 1) * 2 + (accumulate ? 1 : 0);
   }
 
+  void PrepareWeights(const LinearWeights& weights);
+  void ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const;
+
   int64_t in_;
   int64_t out_;
   Activation activation_;
+  ComputeType compute_;
+  // Weights converted to the compute type, when the caller's are of another type.
+  std::vector<float> own_f32_;
+  std::vector<uint16_t> own_bf16_;
+  std::vector<int8_t> own_s8_;
+  // int8 only: per-output-row weight scales, the sums of each output row's s8 weights (to take the
+  // input's zero point back out), and the bias, applied in our epilogue rather than by oneDNN.
+  std::vector<float> scales_;
+  std::vector<int32_t> col_sums_;
+  const float* bias_ = nullptr;
   bool packed_ = false;
   int64_t piece_rows_;  // kSmallPieceRows or kMaxPieceRows
   dnnl::memory plain_weight_mem_;   // {in, out}:ba view of the caller's [out, in] weights

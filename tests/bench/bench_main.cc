@@ -17,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "util/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench_util.h"
@@ -37,6 +38,11 @@ ABSL_FLAG(std::string, threads, "1", "Comma-separated compute thread counts (Ope
 ABSL_FLAG(int, max_output_tokens, 256,
           "Most tokens generated per sentence, end-of-sentence "
           "included (as Hugging Face's max_new_tokens)");
+ABSL_FLAG(std::string, compute_types, "",
+          "Comma-separated compute types to run (float32, bfloat16, int8); the model is loaded "
+          "once per type. Empty: as the model file stores its weights");
+ABSL_FLAG(bool, float32_output_layer, false,
+          "Keep the output projection in float32 for bfloat16 and int8");
 ABSL_FLAG(int, repeat, 1,
           "Timed runs per configuration; the run with the median total time is "
           "reported (the lower middle one for an even count)");
@@ -53,6 +59,7 @@ constexpr double kPeakFlopPerThread = 117e9;
 constexpr int kWarmupSentences = 8;
 
 struct Config {
+  std::string compute_type;
   int threads = 1;
   int beam_size = 1;
   int batch_size = 1;
@@ -133,6 +140,11 @@ Json LatencyJson(const std::vector<double>& ms) {
               {"mean", Round(ms.empty() ? 0.0 : sum / ms.size(), 3)}};
 }
 
+// The GEMM peak of a compute type relative to fp32 FMA (the issue's roofline: int8 x4; bf16 x2).
+double PeakFactor(const std::string& compute_type) {
+  return compute_type == "int8" ? 4.0 : compute_type == "bfloat16" ? 2.0 : 1.0;
+}
+
 Json RunJson(const Config& config, const Timing& timing, int64_t source_tokens) {
   using glossa::bench::Round;
   const size_t sentences = timing.latency_ms.size();
@@ -141,6 +153,7 @@ Json RunJson(const Config& config, const Timing& timing, int64_t source_tokens) 
       timing.target_tokens > 0 ? static_cast<double>(source_tokens) / timing.target_tokens : 0.0;
   const double flop_per_token = kFlopPerTargetToken + kFlopPerSourceToken * src_per_tgt;
   return Json{
+      {"compute_type", config.compute_type},
       {"threads", config.threads},
       {"beam_size", config.beam_size},
       {"batch_size", config.batch_size},
@@ -155,7 +168,9 @@ Json RunJson(const Config& config, const Timing& timing, int64_t source_tokens) 
       {"peak_rss_mb", Round(glossa::bench::ProcStatusMb("VmHWM"), 1)},
       {"rss_mb", Round(glossa::bench::ProcStatusMb("VmRSS"), 1)},
       {"gemm_roofline_share",
-       Round(tok_s * flop_per_token / (kPeakFlopPerThread * config.threads), 5)},
+       Round(tok_s * flop_per_token /
+                 (kPeakFlopPerThread * PeakFactor(config.compute_type) * config.threads),
+             5)},
       {"load_average_1m", glossa::bench::LoadAverage()},
   };
 }
@@ -226,14 +241,15 @@ std::string Notes() {
       "target_tokens_per_s * (",
       kFlopPerTargetToken, " FLOP per target token + ", kFlopPerSourceToken,
       " * source_tokens / target_tokens) / (", kPeakFlopPerThread,
-      " FLOP/s per thread * threads), the fp32 FMA peak measured per core.");
+      " FLOP/s per thread * threads * 4 for int8, 2 for bfloat16), the fp32 FMA peak per core "
+      "from NOTES-debian.md.");
 }
 
 Json ReportHeader(const std::string& model_path, const glossa::Model& model, size_t sentences) {
   return Json{{"machine", MachineJson()},
               {"started_at", absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone())},
               {"model", model_path},
-              {"model_dtype", model.info().dtype},
+              {"model_dtype", model.file().header().value("dtype", "float32")},
               {"input", absl::GetFlag(FLAGS_input)},
               {"sentences", sentences},
               {"max_output_tokens", absl::GetFlag(FLAGS_max_output_tokens)},
@@ -249,10 +265,11 @@ absl::Status RunAll(const std::shared_ptr<const glossa::Model>& model,
   for (int threads : lists[0]) {
     for (int beam : lists[1]) {
       for (int batch : lists[2]) {
-        const std::string name =
-            absl::StrCat("threads ", threads, ", beam ", beam, ", batch ", batch);
+        const std::string compute = model->info().dtype;
+        const std::string name = absl::StrCat(compute, ", threads ", threads, ", beam ", beam,
+                                              ", batch ", batch);
         absl::StatusOr<Json> run =
-            RunConfig(model, sentences, {threads, beam, batch}, source_tokens);
+            RunConfig(model, sentences, {compute, threads, beam, batch}, source_tokens);
         if (!run.ok())
           return absl::Status(run.status().code(),
                               absl::StrCat(name, ": ", run.status().message()));
@@ -291,14 +308,19 @@ int main(int argc, char** argv) {
   auto sentences = glossa::bench::ReadLines(absl::GetFlag(FLAGS_input), absl::GetFlag(FLAGS_limit));
   if (!sentences.ok()) return Fail(sentences.status(), 2);
   const std::string model_path = absl::GetFlag(FLAGS_model);
-  auto model = glossa::Model::Load(model_path);
-  if (!model.ok()) return Fail(model.status(), 2);
-  auto source_tokens = SourceTokens(**model, *sentences);
-  if (!source_tokens.ok()) return Fail(source_tokens.status(), 2);
-
-  Json report = ReportHeader(model_path, **model, sentences->size());
-  if (absl::Status s = RunAll(*model, *sentences, *source_tokens, lists, report); !s.ok()) {
-    return Fail(s, 1);
+  Json report;
+  for (absl::string_view compute : absl::StrSplit(absl::GetFlag(FLAGS_compute_types), ',')) {
+    glossa::ModelOptions model_options;
+    model_options.compute_type = std::string(compute);
+    model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
+    auto model = glossa::Model::Load(model_path, model_options);
+    if (!model.ok()) return Fail(model.status(), 2);
+    auto source_tokens = SourceTokens(**model, *sentences);
+    if (!source_tokens.ok()) return Fail(source_tokens.status(), 2);
+    if (report.is_null()) report = ReportHeader(model_path, **model, sentences->size());
+    if (absl::Status s = RunAll(*model, *sentences, *source_tokens, lists, report); !s.ok()) {
+      return Fail(s, 1);
+    }
   }
   std::cout << report.dump(2) << std::endl;
   return 0;

@@ -10,7 +10,8 @@ Environment:
     GLOSSA_SHARED   the shared data directory holding models/opus-mt-es-en-bible
                     (default: <repo>/../shared); the real-model tests skip without it.
 
-FileFormatTest needs only numpy; SyntheticModelTest builds tiny Marian checkpoints with torch;
+FileFormatTest and WeightDtypeTest need only numpy (WeightDtypeTest checks bfloat16 rounding against
+torch when it is there); SyntheticModelTest builds tiny Marian checkpoints with torch;
 SharedModelTest converts the real OPUS-MT model.
 """
 
@@ -92,6 +93,7 @@ class FileFormatTest(ConvertTestCase):
             "a": rng.standard_normal((3, 5)).astype(np.float32),   # 60 bytes: next tensor needs padding
             "b": np.array([-0.0, np.inf, 1.5], dtype=np.float32),
             "q": np.arange(-7, 6, dtype=np.int8),
+            "h": np.array([[0x3F80, 0xFF80], [0x7FC0, 0x0001]], dtype=np.uint16),  # bfloat16 bits
             "blob": b"\x00spm bytes\xff",
             "empty": np.zeros((0, 4), dtype=np.float32),
         }
@@ -146,6 +148,7 @@ class FileFormatTest(ConvertTestCase):
         self.assertEqual(entries["blob"]["dtype"], "bytes")
         self.assertEqual(entries["blob"]["shape"], [len(tensors["blob"])])
         self.assertEqual(entries["q"]["dtype"], "int8")
+        self.assertEqual((entries["h"]["dtype"], entries["h"]["shape"], entries["h"]["size"]), ("bfloat16", [2, 2], 8))
         for alias, target in (("a_alias", "a"), ("blob_alias", "blob")):
             self.assertEqual({k: v for k, v in entries[alias].items() if k != "name"},
                              {k: v for k, v in entries[target].items() if k != "name"})
@@ -211,6 +214,102 @@ class FileFormatTest(ConvertTestCase):
         with self.assertRaises(TypeError):
             glossa_model.write_model(path, {}, {"a": np.zeros(2, np.float64)})
         self.assertEqual(os.listdir(self.tmp), [])
+
+
+# ---------------------------------------------------------------------------
+# bfloat16 and int8 conversion of one tensor
+
+
+def bf16(*values):
+    return glossa_model.float32_to_bfloat16(np.array(values, dtype=np.float32))
+
+
+def f32_bits(*words):
+    return np.array(words, dtype=np.uint32).view(np.float32)
+
+
+class WeightDtypeTest(unittest.TestCase):
+    def test_bfloat16_rounds_to_nearest_even(self):
+        # 1 + 2^-8 lies halfway between bfloat16 1.0 (0x3F80) and 1 + 2^-7 (0x3F81): ties go to the even one.
+        self.assertEqual(bf16(1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20).tolist(),
+                         [0x3F80, 0x3F80, 0x3F82, 0x3F81])
+        self.assertEqual(glossa_model.float32_to_bfloat16(f32_bits(0x3F808000, 0x3F818000, 0x3F807FFF,
+                                                                   0xBF808001)).tolist(),
+                         [0x3F80, 0x3F82, 0x3F80, 0xBF81])
+        self.assertEqual(bf16(0.0, -0.0, np.inf, -np.inf, 3.4e38, -3.4e38).tolist(),
+                         [0x0000, 0x8000, 0x7F80, 0xFF80, 0x7F80, 0xFF80])  # past bfloat16's max: infinity
+        self.assertEqual(glossa_model.float32_to_bfloat16(f32_bits(0x00000001, 0x00008000, 0x00018000)).tolist(),
+                         [0x0000, 0x0000, 0x0002])  # subnormals round like the rest
+
+    def test_bfloat16_keeps_nan(self):
+        nans = f32_bits(0x7FC00000, 0xFFC00000, 0x7F800001, 0x7FFFFFFF)  # quiet, negative, signalling, all ones
+        out = glossa_model.float32_to_bfloat16(nans)
+        self.assertTrue(np.isnan(glossa_model.bfloat16_to_float32(out)).all(), [hex(v) for v in out])
+        self.assertEqual(out.tolist()[:2], [0x7FC0, 0xFFC0])
+
+    def test_bfloat16_round_trip(self):
+        rng = np.random.default_rng(3)
+        x = (rng.standard_normal(10000) * 10.0 ** rng.integers(-30, 30, 10000)).astype(np.float32)
+        bits16 = glossa_model.float32_to_bfloat16(x)
+        self.assertEqual(bits16.dtype, np.dtype("<u2"))
+        back = glossa_model.bfloat16_to_float32(bits16)
+        # Exact for values already in bfloat16, within half a unit in the last place otherwise.
+        self.assertEqual(bits(glossa_model.float32_to_bfloat16(back)), bits(bits16))
+        self.assertTrue((np.abs(back - x) <= np.abs(x) * 2.0 ** -8).all())
+        if torch is not None:  # torch's float32 -> bfloat16 conversion rounds to nearest even too
+            expected = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+            self.assertEqual(bits(bits16), bits(expected))
+
+    def test_int8_scales_and_rounding(self):
+        w = np.array([[0.0, 0.0, 0.0, 0.0],          # all zeros: scale 1
+                      [1.27, -0.635, 0.005, -1.0],   # max 1.27: scale 0.01
+                      [-2.54, 1.0, 0.03, 2.54],      # a negative maximum, +-127 both reached
+                      [0.5, 1.5, 2.5, -127.0]], dtype=np.float32)
+        q, scale = glossa_model.quantize_int8(w)
+        self.assertEqual((q.dtype, q.shape, scale.dtype, scale.shape), (np.int8, (4, 4), np.float32, (4,)))
+        expected_scale = np.array([1.0, np.float32(1.27) / np.float32(127), np.float32(2.54) / np.float32(127), 1.0],
+                                  dtype=np.float32)
+        self.assertEqual(bits(scale), bits(expected_scale))
+        self.assertEqual(q[0].tolist(), [0, 0, 0, 0])
+        self.assertEqual(q[1].tolist(), np.rint(w[1] / expected_scale[1]).astype(int).tolist())
+        self.assertEqual((q[1, 0], q[2, 0], q[2, 3]), (127, -127, 127))
+        self.assertEqual(q[3].tolist(), [0, 2, 2, -127])  # scale 1: halves round to even
+
+    def test_int8_is_float32_arithmetic(self):
+        rng = np.random.default_rng(4)
+        w = (rng.standard_normal((64, 48)) * rng.uniform(0.01, 3, (64, 1))).astype(np.float32)
+        w[5] = 0
+        q, scale = glossa_model.quantize_int8(w)
+        max_abs = np.abs(w).max(axis=1)
+        expected_scale = np.where(max_abs == 0, np.float32(1), max_abs / np.float32(127)).astype(np.float32)
+        self.assertEqual(bits(scale), bits(expected_scale))
+        expected_q = np.clip(np.rint(np.float32(w) / expected_scale[:, None]), -127, 127).astype(np.int8)
+        self.assertEqual(bits(q), bits(expected_q))
+        self.assertTrue((np.abs(q).max(axis=1)[max_abs > 0] == 127).all())
+        error = np.abs(q.astype(np.float64) * scale[:, None] - w)
+        self.assertTrue((error <= scale[:, None] * (0.5 + 1e-5)).all())
+
+    def test_int8_refuses_non_finite_weights(self):
+        with self.assertRaises(ValueError):
+            glossa_model.quantize_int8(np.array([[1.0, np.nan]], dtype=np.float32))
+        with self.assertRaises(ValueError):
+            glossa_model.quantize_int8(np.ones(4, dtype=np.float32))
+
+    def test_which_tensors_are_quantized(self):
+        quantized = ["encoder.layers.0.self_attn.q_proj.weight", "encoder.layers.11.self_attn.out_proj.weight",
+                     "decoder.layers.2.encoder_attn.k_proj.weight", "decoder.layers.0.self_attn.v_proj.weight",
+                     "encoder.layers.1.fc1.weight", "decoder.layers.5.fc2.weight", "lm_head.weight"]
+        kept = ["encoder.embed_tokens.weight", "decoder.embed_positions.weight", "lm_head.bias",
+                "encoder.layers.0.self_attn.q_proj.bias", "decoder.layers.0.fc1.bias", "final_logits_bias",
+                "decoder.layers.0.encoder_attn_layer_norm.weight", "encoder.layers.0.final_layer_norm.weight",
+                "encoder.layer_norm.weight", "encoder.layers.0.fc1.weight.scale", "tokenizer.source_spm",
+                "xencoder.layers.0.fc1.weight"]
+        for name in quantized:
+            self.assertTrue(glossa_model.is_quantized_weight(name), name)
+        for name in kept:
+            self.assertFalse(glossa_model.is_quantized_weight(name), name)
+        self.assertFalse(glossa_model.is_quantized_weight("lm_head.weight", float32_output_layer=True))
+        self.assertTrue(glossa_model.is_quantized_weight("decoder.layers.0.fc1.weight", float32_output_layer=True))
 
 
 # ---------------------------------------------------------------------------
@@ -349,7 +448,9 @@ def as_stored(array, dtype):
 @unittest.skipIf(torch is None, "torch is not importable; use /usr/bin/python3")
 class SyntheticModelTest(ConvertTestCase):
     def convert(self, model, *extra, **write_options):
-        model_dir = model.write(os.path.join(self.tmp, "tiny-model"), **write_options)
+        model_dir = os.path.join(self.tmp, "tiny-model")
+        shutil.rmtree(model_dir, ignore_errors=True)  # no checkpoint left from an earlier conversion
+        model.write(model_dir, **write_options)
         output = os.path.join(self.tmp, "tiny.glossa")
         result = run_convert("--input", model_dir, "--output", output, *extra)
         return result, output
@@ -504,6 +605,89 @@ class SyntheticModelTest(ConvertTestCase):
         model.config["eos_token_id"] = 1
         self.assertRefused(self.convert(model)[0], "eos_token_id")
 
+    def assertWeightDtype(self, model, dtype, float32_output_layer=False, **write_options):
+        """Converts model with --dtype and checks every tensor against the float32 conversion."""
+        extra = ["--float32_output_layer"] if float32_output_layer else []
+        reference_header, reference = self.convert_ok(model, **write_options)
+        header, arrays = self.convert_ok(model, "--dtype", dtype, *extra, **write_options)
+        self.assertEqual(header["dtype"], dtype)
+        self.assertEqual((header["config"], header["generation"], header["tokenizer"]),
+                         (reference_header["config"], reference_header["generation"], reference_header["tokenizer"]))
+        entries = entries_by_name(header)
+        quantized = {name for name in reference if glossa_model.is_quantized_weight(name, float32_output_layer)}
+        expected_names = set(reference) | ({f"{name}.scale" for name in quantized} if dtype == "int8" else set())
+        self.assertEqual(set(arrays), expected_names)
+        names = [entry["name"] for entry in header["tensors"]]
+        self.assertEqual(len(quantized), self.linear_weight_count(model) + (0 if float32_output_layer else 1))
+        for name, value in reference.items():
+            if name not in quantized:
+                self.assertEqual(entries[name]["dtype"], entries_by_name(reference_header)[name]["dtype"], name)
+                self.assertEqual(bits(arrays[name]), bits(value), name)
+            elif dtype == "bfloat16":
+                self.assertEqual(entries[name]["dtype"], "bfloat16", name)
+                self.assertEqual(entries[name]["shape"], list(value.shape), name)
+                self.assertEqual(bits(arrays[name]), bits(glossa_model.float32_to_bfloat16(value)), name)
+            else:
+                q, scale = glossa_model.quantize_int8(value)
+                self.assertEqual(entries[name]["dtype"], "int8", name)
+                self.assertEqual(entries[name]["shape"], list(value.shape), name)
+                self.assertEqual(bits(arrays[name]), bits(q), name)
+                scale_entry = entries[f"{name}.scale"]
+                self.assertEqual((scale_entry["dtype"], scale_entry["shape"]), ("float32", [value.shape[0]]), name)
+                self.assertEqual(bits(arrays[f"{name}.scale"]), bits(scale), name)
+                self.assertEqual(names.index(f"{name}.scale"), names.index(name) + 1, "scale follows its weight")
+        # The tied output layer stays an alias of the embeddings only while it is float32.
+        same = entries["lm_head.weight"]["offset"] == entries["decoder.embed_tokens.weight"]["offset"]
+        self.assertEqual(same, float32_output_layer)
+        self.assertEqual(entries["decoder.embed_tokens.weight"]["dtype"], "float32")
+        return header, arrays
+
+    @staticmethod
+    def linear_weight_count(model):
+        """Linear weights in the layers: 6 per encoder layer, 10 per decoder layer (cross-attention)."""
+        return 6 * model.config["encoder_layers"] + 10 * model.config["decoder_layers"]
+
+    def test_bfloat16(self):
+        self.assertWeightDtype(TinyMarian(), "bfloat16")
+
+    def test_int8(self):
+        header, arrays = self.assertWeightDtype(TinyMarian(), "int8")
+        for name in ("decoder.layers.0.encoder_attn.q_proj.weight", "encoder.layers.1.fc2.weight", "lm_head.weight"):
+            self.assertEqual(arrays[name].dtype, np.int8, name)
+        self.assertEqual(arrays["encoder.layers.1.fc2.weight.scale"].shape, (8,))
+        self.assertEqual(arrays["lm_head.weight.scale"].shape, (12,))
+
+    def test_float32_output_layer(self):
+        for dtype in ("bfloat16", "int8"):
+            with self.subTest(dtype=dtype):
+                _, arrays = self.assertWeightDtype(TinyMarian(), dtype, float32_output_layer=True)
+                self.assertNotIn("lm_head.weight.scale", arrays)
+                self.assertEqual(arrays["lm_head.weight"].dtype, np.float32)
+
+    def test_quantized_safetensors_and_separate_vocabularies(self):
+        self.assertWeightDtype(TinyMarian(seed=2), "int8", checkpoint="safetensors", safetensors_dtype="BF16")
+        self.assertWeightDtype(TinyMarian(target_vocab=10), "int8")
+        self.assertWeightDtype(TinyMarian(target_vocab=10, pre_norm=True), "bfloat16", float32_output_layer=True)
+
+    def test_untied_lm_head_is_quantized(self):
+        model = TinyMarian()
+        model.config["tie_word_embeddings"] = False
+        model.state["lm_head.weight"] = model.state["lm_head.weight"] + 1
+        lm_head = model.state["lm_head.weight"]
+        _, arrays = self.convert_ok(model, "--dtype", "int8", "--float32_output_layer")
+        self.assertEqual(bits(arrays["lm_head.weight"]), bits(lm_head))
+        _, arrays = self.convert_ok(model, "--dtype", "int8")
+        self.assertEqual(bits(arrays["lm_head.weight"]), bits(glossa_model.quantize_int8(lm_head)[0]))
+
+    def test_non_finite_weight_is_refused_for_int8(self):
+        model = TinyMarian()
+        model.state["model.decoder.layers.0.fc2.weight"][3, 1] = np.inf
+        result, output = self.convert(model, "--dtype", "int8")
+        self.assertRefused(result, "decoder.layers.0.fc2.weight", "finite")
+        self.assertFalse(os.path.exists(output))
+        header, arrays = self.convert_ok(model, "--dtype", "bfloat16")  # bfloat16 has infinities
+        self.assertEqual(arrays["decoder.layers.0.fc2.weight"][3, 1], 0x7F80)
+
 
 # ---------------------------------------------------------------------------
 # The real OPUS-MT model
@@ -647,21 +831,99 @@ class SharedModelTest(ConvertTestCase):
                              "--output", os.path.join(self.tmp, "x.glossa"))
         self.assertRefused(result, "encoder.layers.0.fc1.weight", "[2048, 256]")
 
-    def test_unimplemented_dtype_is_refused(self):
-        for dtype in ("bfloat16", "int8"):
-            with self.subTest(dtype=dtype):
-                output = os.path.join(self.tmp, "q.glossa")
-                result = run_convert("--input", MODEL_DIR, "--output", output, "--dtype", dtype)
-                self.assertRefused(result, dtype, "not implemented yet")
-                self.assertFalse(os.path.exists(output))
+    def test_unknown_dtype_is_refused(self):
+        output = os.path.join(self.tmp, "q.glossa")
         self.assertRefused(run_convert("--input", MODEL_DIR, "--output", output, "--dtype", "fp8"), "fp8")
+        self.assertFalse(os.path.exists(output))
+
+
+@unittest.skipUnless(os.path.isdir(MODEL_DIR), f"shared model not found at {MODEL_DIR} "
+                                               "(set GLOSSA_SHARED to the shared data directory)")
+class SharedModelDtypeTest(ConvertTestCase):
+    """The real model converted to bfloat16 and int8, against its float32 conversion."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.class_tmp = tempfile.mkdtemp(prefix="glossa-shared-dtype-")
+        cls.files, cls.results = {}, {}
+        for variant, options in (("float32", []), ("bfloat16", ["--dtype", "bfloat16"]),
+                                 ("int8", ["--dtype", "int8"]),
+                                 ("int8_f32out", ["--dtype", "int8", "--float32_output_layer"])):
+            cls.files[variant] = os.path.join(cls.class_tmp, f"{variant}.glossa")
+            cls.results[variant] = run_convert("--input", MODEL_DIR, "--output", cls.files[variant], *options)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.class_tmp)
+
+    def setUp(self):
+        super().setUp()
+        for variant, result in self.results.items():
+            self.assertEqual(result.returncode, 0, f"{variant}: {result.stderr}")
+
+    def read(self, variant):
+        return glossa_model.read_model(self.files[variant], verify=True)
+
+    def test_quantized_tensors(self):
+        _, reference = self.read("float32")
+        linear = [n for n in reference if glossa_model.LINEAR_WEIGHT.fullmatch(n)]
+        self.assertEqual(len(linear), 3 * 6 + 3 * 10)
+        for variant, output_layer_quantized in (("bfloat16", True), ("int8", True), ("int8_f32out", False)):
+            with self.subTest(variant=variant):
+                header, arrays = self.read(variant)
+                dtype = variant.split("_")[0]
+                self.assertEqual(header["dtype"], dtype)
+                entries = entries_by_name(header)
+                quantized = sorted(n for n, e in entries.items() if e["dtype"] == dtype)
+                self.assertEqual(quantized, sorted(linear + (["lm_head.weight"] if output_layer_quantized else [])))
+                for name in quantized:
+                    w = reference[name]
+                    if dtype == "bfloat16":
+                        back = glossa_model.bfloat16_to_float32(arrays[name])
+                        self.assertTrue((np.abs(back - w) <= np.abs(w) * 2.0 ** -8).all(), name)
+                    else:
+                        scale = arrays[f"{name}.scale"]
+                        error = np.abs(arrays[name].astype(np.float32) * scale[:, None] - w)
+                        self.assertTrue((error <= scale[:, None] * 0.5001).all(), name)
+                for name, value in reference.items():
+                    if name not in quantized:
+                        self.assertEqual(bits(arrays[name]), bits(value), name)
+                same = entries["lm_head.weight"]["offset"] == entries["decoder.embed_tokens.weight"]["offset"]
+                self.assertEqual(same, not output_layer_quantized)
+
+    def test_sizes(self):
+        sizes = {variant: os.path.getsize(path) for variant, path in self.files.items()}
+        # lm_head stored on its own costs its bytes; kept float32 it is free (an alias).
+        self.assertLess(sizes["int8_f32out"], sizes["int8"])
+        self.assertLess(sizes["int8"], sizes["bfloat16"])
+        self.assertLess(sizes["bfloat16"], sizes["float32"])
+
+    def test_inspect(self):
+        result = run_convert("--inspect", self.files["int8"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        for fragment in ("dtype:            int8", "183 entries, 181 stored", "storage:          float32 ",
+                         "int8 9,425,664 bytes in 49 tensors", "output layer:     lm_head.weight int8",
+                         "lm_head.weight.scale", "decoder.layers.2.encoder_attn.v_proj.weight.scale"):
+            self.assertIn(fragment, result.stdout)
+        self.assertRegex(result.stdout, r"encoder\.layers\.0\.fc1\.weight +int8 +\[1024, 256\] +\d+ +262144 ")
+        self.assertRegex(result.stdout, r"encoder\.layers\.0\.fc1\.weight\.scale +float32 +\[1024\] +\d+ +4096 ")
+        result = run_convert("--inspect", self.files["bfloat16"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        for fragment in ("dtype:            bfloat16", "bfloat16 18,851,328 bytes in 49 tensors",
+                         "output layer:     lm_head.weight bfloat16"):
+            self.assertIn(fragment, result.stdout)
+        self.assertRegex(result.stdout, r"lm_head\.weight +bfloat16 +\[15315, 256\] +\d+ +7841280 ")
+        result = run_convert("--inspect", self.files["int8_f32out"])
+        self.assertIn("output layer:     lm_head.weight float32", result.stdout)
+        self.assertIn("alias of encoder.embed_tokens.weight", result.stdout)
 
 
 class CommandLineTest(ConvertTestCase):
     def test_help(self):
         result = run_convert("--help")
         self.assertEqual(result.returncode, 0)
-        for fragment in ("--input", "--output", "--dtype", "--inspect", "--json", "--name", "exit status"):
+        for fragment in ("--input", "--output", "--dtype", "--inspect", "--json", "--name", "exit status",
+                         "--float32_output_layer", "bfloat16", "int8", "<weight name>.scale", "--compute_type"):
             self.assertIn(fragment, result.stdout)
 
     def test_missing_input_directory(self):
@@ -680,9 +942,9 @@ class CommandLineTest(ConvertTestCase):
         self.assertRefused(run_convert("--input", self.tmp), "--output")
         self.assertRefused(run_convert("--inspect", "x", "--input", self.tmp), "--inspect")
 
-    def test_unimplemented_dtype_is_refused_before_reading_input(self):
-        result = run_convert("--input", self.tmp, "--output", os.path.join(self.tmp, "x"), "--dtype", "int8")
-        self.assertRefused(result, "--dtype int8 is not implemented yet")
+    def test_float32_output_layer_needs_a_quantized_dtype(self):
+        result = run_convert("--input", self.tmp, "--output", os.path.join(self.tmp, "x"), "--float32_output_layer")
+        self.assertRefused(result, "--float32_output_layer", "bfloat16 or int8")
 
 
 if __name__ == "__main__":

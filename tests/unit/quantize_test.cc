@@ -1,0 +1,176 @@
+// The reduced-precision compute types: number formats (ops/quantize.h), Linear in bfloat16 and int8
+// against float32, and loading a model with a compute type.
+#include "ops/quantize.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common/test_util.h"
+#include "gtest/gtest.h"
+#include "ops/linear.h"
+
+namespace glossa {
+namespace {
+
+float Bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+TEST(Bf16Test, RoundsToNearestEvenAndKeepsNaN) {
+  EXPECT_EQ(quant::FloatToBf16(1.0f), 0x3F80);
+  EXPECT_EQ(quant::FloatToBf16(Bits(0x3F808000)), 0x3F80);  // tie, even below: stays
+  EXPECT_EQ(quant::FloatToBf16(Bits(0x3F818000)), 0x3F82);  // tie, odd below: rounds up
+  EXPECT_EQ(quant::FloatToBf16(Bits(0x3F808001)), 0x3F81);  // above the tie
+  EXPECT_EQ(quant::FloatToBf16(-2.0f), 0xC000);
+  EXPECT_EQ(quant::FloatToBf16(std::numeric_limits<float>::infinity()), 0x7F80);
+  EXPECT_TRUE(std::isnan(quant::Bf16ToFloat(quant::FloatToBf16(std::nanf("")))));
+  EXPECT_EQ(quant::Bf16ToFloat(0x3FC0), 1.5f);
+}
+
+TEST(Int8Test, WeightRowsAreSymmetricPerRow) {
+  const std::vector<float> w = {0.5f, -1.27f, 0.005f, 0.0f,  // max 1.27: scale 0.01
+                                0.0f, 0.0f,   0.0f,   0.0f,  // all zero: scale 1
+                                2.0f, 1.0f,   0.5f,   -0.25f};
+  std::vector<int8_t> q(w.size());
+  std::vector<float> scales(3);
+  quant::QuantizeWeightRows(w.data(), 3, 4, q.data(), scales.data());
+  EXPECT_FLOAT_EQ(scales[0], 1.27f / 127.0f);
+  EXPECT_EQ(scales[1], 1.0f);
+  EXPECT_FLOAT_EQ(scales[2], 2.0f / 127.0f);
+  EXPECT_EQ(std::vector<int>(q.begin(), q.begin() + 4), (std::vector<int>{50, -127, 0, 0}));
+  EXPECT_EQ(std::vector<int>(q.begin() + 4, q.begin() + 8), (std::vector<int>{0, 0, 0, 0}));
+  EXPECT_EQ(std::vector<int>(q.begin() + 8, q.end()), (std::vector<int>{127, 64, 32, -16}));
+}
+
+TEST(Int8Test, ActivationRowsUseTheirOwnRangeAndZeroPoint) {
+  // 37 columns: the vector path's masked tail is exercised too.
+  constexpr int kCols = 37;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
+  std::vector<float> x(3 * kCols);
+  for (int c = 0; c < kCols; ++c) {
+    x[c] = std::fabs(uniform(rng));      // row 0: all positive
+    x[kCols + c] = -std::fabs(uniform(rng));  // row 1: all negative
+    x[2 * kCols + c] = uniform(rng);     // row 2: both signs
+  }
+  std::vector<uint8_t> q(x.size());
+  float scales[3];
+  int32_t zero_points[3];
+  quant::QuantizeActivationRows(x.data(), 3, kCols, q.data(), scales, zero_points);
+  EXPECT_EQ(zero_points[0], 0);
+  EXPECT_EQ(zero_points[1], 255);
+  EXPECT_GT(zero_points[2], 0);
+  EXPECT_LT(zero_points[2], 255);
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < kCols; ++c) {
+      const float back = (static_cast<int>(q[r * kCols + c]) - zero_points[r]) * scales[r];
+      EXPECT_NEAR(back, x[r * kCols + c], 0.5001f * scales[r]) << "row " << r << " col " << c;
+    }
+  }
+}
+
+struct Case {
+  int64_t in, out, rows;
+  Activation activation;
+  bool accumulate;
+};
+
+// Relative L1 error of a compute type against float32 on random data, and whether every row's
+// result is the same computed alone as in the batch.
+void CheckAgainstFloat32(ComputeType compute, const Case& c, double max_relative_error) {
+  std::mt19937 rng(c.in * 131 + c.out + c.rows);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(c.in * c.out), b(c.out), x(c.rows * c.in), init(c.rows * c.out);
+  for (float& v : w) v = 0.05f * normal(rng);
+  for (float& v : b) v = normal(rng);
+  for (float& v : x) v = normal(rng);
+  for (float& v : init) v = normal(rng);
+  const Linear reference(LinearWeights{w.data()}, b.data(), c.in, c.out, c.activation,
+                         ComputeType::kFloat32);
+  const Linear linear(LinearWeights{w.data()}, b.data(), c.in, c.out, c.activation, compute);
+  std::vector<float> expected = init, actual = init;
+  reference.Forward(x.data(), c.rows, expected.data(), c.accumulate);
+  linear.Forward(x.data(), c.rows, actual.data(), c.accumulate);
+  double error = 0.0, norm = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(actual[i])) << i;
+    error += std::fabs(actual[i] - expected[i]);
+    norm += std::fabs(expected[i]);
+  }
+  EXPECT_LT(error / norm, max_relative_error)
+      << ComputeTypeName(compute) << " in " << c.in << " out " << c.out << " rows " << c.rows;
+  // Row independence: the last row alone gives exactly what it gave in the batch.
+  std::vector<float> alone(init.end() - c.out, init.end());
+  linear.Forward(x.data() + (c.rows - 1) * c.in, 1, alone.data(), c.accumulate);
+  EXPECT_EQ(0, std::memcmp(alone.data(), actual.data() + (c.rows - 1) * c.out,
+                           c.out * sizeof(float)));
+}
+
+TEST(ComputeTypeTest, Int8AndBf16StayCloseToFloat32) {
+  const Case cases[] = {
+      {256, 256, 1, Activation::kNone, false},   {256, 1024, 32, Activation::kSwish, false},
+      {1024, 256, 70, Activation::kNone, true},  {37, 19, 5, Activation::kRelu, false},
+      {64, 96, 3, Activation::kGelu, false},      {256, 15315, 2, Activation::kNone, false},
+      {40, 24, 4, Activation::kGeluTanh, false},
+  };
+  for (const Case& c : cases) {
+    CheckAgainstFloat32(ComputeType::kBFloat16, c, 0.005);
+    CheckAgainstFloat32(ComputeType::kInt8, c, 0.02);
+  }
+}
+
+TEST(ComputeTypeTest, StoredInt8WeightsEqualQuantizingAtLoad) {
+  constexpr int64_t kIn = 48, kOut = 20, kRows = 3;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(kIn * kOut), x(kRows * kIn);
+  for (float& v : w) v = normal(rng);
+  for (float& v : x) v = normal(rng);
+  std::vector<int8_t> q(w.size());
+  std::vector<float> scales(kOut);
+  quant::QuantizeWeightRows(w.data(), kOut, kIn, q.data(), scales.data());
+  const Linear from_f32(LinearWeights{w.data()}, nullptr, kIn, kOut, Activation::kNone,
+                        ComputeType::kInt8);
+  LinearWeights stored;
+  stored.s8 = q.data();
+  stored.s8_scales = scales.data();
+  const Linear from_s8(stored, nullptr, kIn, kOut, Activation::kNone, ComputeType::kInt8);
+  std::vector<float> a(kRows * kOut), b(kRows * kOut);
+  from_f32.Forward(x.data(), kRows, a.data());
+  from_s8.Forward(x.data(), kRows, b.data());
+  EXPECT_EQ(a, b);
+}
+
+TEST(ComputeTypeTest, ModelLoadsWithEachComputeType) {
+  for (const char* name : {"float32", "bfloat16", "int8"}) {
+    ModelOptions options;
+    options.compute_type = name;
+    auto model = Model::Load(testing::DemoModelPath(), options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ((*model)->info().dtype, name);
+    EXPECT_EQ((*model)->weights().lm_head->compute_type(),
+              (*model)->weights().decoder_layers[0].fc1->compute_type());
+  }
+  ModelOptions keep_head;
+  keep_head.compute_type = "int8";
+  keep_head.float32_output_layer = true;
+  auto model = Model::Load(testing::DemoModelPath(), keep_head);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->weights().lm_head->compute_type(), ComputeType::kFloat32);
+  EXPECT_EQ((*model)->weights().decoder_layers[0].fc1->compute_type(), ComputeType::kInt8);
+
+  ModelOptions bad;
+  bad.compute_type = "int4";
+  auto refused = Model::Load(testing::DemoModelPath(), bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("int4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace glossa

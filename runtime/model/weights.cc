@@ -20,8 +20,8 @@ class Finder {
       expected.shape = shape;
       return absl::InvalidArgumentError(absl::StrCat(
           "model file '", file_.path(), "': tensor '", name, "' has shape ", t->ShapeString(),
-          " and dtype ", DTypeName(t->dtype), ", expected ", expected.ShapeString(),
-          " float32, bfloat16 or int8"));
+          ", expected ", expected.ShapeString(), " (it is ", DTypeName(t->dtype),
+          "; a weight matrix may be float32, bfloat16 or int8)"));
     }
     LinearWeights w;
     if (t->dtype == DType::kFloat32) w.f32 = t->f32();

@@ -5,6 +5,11 @@
 #include <cmath>
 #include <cstring>
 
+// GCC 12 reports its own _mm512_reduce_* / _mm512_undefined_* intrinsics as reading
+// uninitialized values once inlined here (a false positive of its headers).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace glossa::quant {
 namespace {
 

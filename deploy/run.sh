@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The two commands of the README.
 #   deploy/run.sh serve [glossa-server flags]   install, build, serve the bundled demo model
-#   deploy/run.sh test  [ctest flags]           install, build, run every test, then the unit and
-#                                               server tests again under ASan+UBSan
+#   deploy/run.sh test  [ctest flags]           install, build, run every test but the soak tests
+#                                               (label soak: name it, e.g. -L soak, to run them),
+#                                               then the unit and server tests again under
+#                                               ASan+UBSan, then each fuzz target for a short while
 # Environment: BUILD_DIR (default build), JOBS (default: number of cores),
-#   GLOSSA_SANITIZERS=0 skips the sanitizer pass (ASan+UBSan build in build-asan).
+#   GLOSSA_SANITIZERS=0 skips the sanitizer pass (ASan+UBSan build in build-asan),
+#   GLOSSA_FUZZ=0 skips the fuzz pass (clang libFuzzer build in build-fuzz, ctest -L fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -29,13 +32,22 @@ case "${1:-}" in
     bash deploy/setup.sh
     configure_and_build "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DGLOSSA_BUILD_TESTS=ON
     status=0
-    (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 1500 -j "$JOBS" "$@") || status=$?
+    exclude=(-LE soak)  # minutes-long load tests: only when asked for by name
+    case " $* " in *soak*) exclude=() ;; esac
+    (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 1500 -j "$JOBS" "${exclude[@]}" "$@") ||
+      status=$?
     if [ "${GLOSSA_SANITIZERS:-1}" != 0 ]; then
       echo "== the unit and server tests again under AddressSanitizer + UndefinedBehaviorSanitizer"
       configure_and_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_BUILD_TESTS=ON \
         -DGLOSSA_SANITIZE=address
       (cd build-asan && ctest --output-on-failure --timeout 1500 -j "$JOBS" -L "unit|server") ||
         status=$?
+    fi
+    if [ "${GLOSSA_FUZZ:-1}" != 0 ]; then
+      echo "== the fuzz targets (clang, libFuzzer + ASan + UBSan), ${GLOSSA_FUZZ_SECONDS:-30} s each"
+      configure_and_build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_FUZZ=ON \
+        -DCMAKE_CXX_COMPILER=clang++-14 -DGLOSSA_FUZZ_SECONDS="${GLOSSA_FUZZ_SECONDS:-30}"
+      (cd build-fuzz && ctest --output-on-failure -j "$JOBS" -L fuzz) || status=$?
     fi
     exit $status
     ;;

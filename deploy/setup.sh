@@ -13,8 +13,11 @@ BUILD_PACKAGES=(
 )
 # podman and friends: the container test builds the top-level Dockerfile and runs the image
 # (../shared/NOTES-containers.md; debootstrap makes the debian:12-slim base without a registry).
+# clang-14 and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz targets (tests/fuzz);
+# libomp-14-dev only for clang's omp.h (that build links GCC's libgomp, as oneDNN does).
 TEST_PACKAGES=(python3-grpcio python3-protobuf python3-yaml prometheus
-               podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs)
+               podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs
+               clang-14 libclang-rt-14-dev libomp-14-dev)
 
 SPM_PREFIX=${GLOSSA_SPM_PREFIX:-/opt/glossa/sentencepiece}
 SPM_VERSION=0.1.97

@@ -1,12 +1,25 @@
 #include "server/request.h"
 
+#include <climits>
+#include <cmath>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "glossa/internal/raw_request.pb.h"
 #include "util/status_macros.h"
 
 namespace glossa::server {
 namespace {
 
 absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
+  // NaN fails every comparison, so the range checks further on let it through (found by fuzzing:
+  // a NaN temperature meant "no sampling", a NaN top_p "no cut").
+  for (float v : {o.length_penalty(), o.sampling_temperature(), o.sampling_top_p()}) {
+    if (std::isnan(v)) {
+      return absl::InvalidArgumentError(
+          "length_penalty, sampling_temperature and sampling_top_p must be numbers, not NaN");
+    }
+  }
   constexpr uint32_t kHuge = 1u << 20;
   if (o.beam_size() > kHuge || o.num_hypotheses() > kHuge || o.max_output_tokens() > kHuge) {
     return absl::InvalidArgumentError("beam_size, num_hypotheses and max_output_tokens must be "
@@ -28,6 +41,17 @@ absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
 }
 
 }  // namespace
+
+bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* request) {
+  internal::RawTranslateRequest raw;
+  if (size > INT_MAX || !raw.ParseFromArray(data, static_cast<int>(size))) return false;
+  // A string field may hold any bytes in memory; only the parser insists on UTF-8.
+  request->Clear();
+  request->set_model(std::move(*raw.mutable_model()));
+  for (std::string& text : *raw.mutable_texts()) request->add_texts(std::move(text));
+  if (raw.has_options()) request->mutable_options()->Swap(raw.mutable_options());
+  return true;
+}
 
 absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& request,
                                                const ModelRegistry& registry,

@@ -24,6 +24,12 @@ struct PreparedRequest {
   bool return_scores = false;
 };
 
+// Parses a glossa.v1.TranslateRequest from its wire bytes. It goes through
+// internal::RawTranslateRequest (model and texts as bytes), so that text that is not UTF-8 reaches
+// PrepareRequest's checks (INVALID_ARGUMENT with a message) instead of failing here. False when
+// the bytes are not a valid message.
+bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* request);
+
 absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& request,
                                                const ModelRegistry& registry,
                                                const RequestLimits& limits, bool stream);

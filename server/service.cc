@@ -5,7 +5,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "glossa/internal/raw_request.pb.h"
 #include "server/status_util.h"
 
 namespace glossa::server {
@@ -265,24 +264,24 @@ absl::StatusOr<PreparedRequest> TranslatorService::Prepare(
     const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer, bool stream,
     RpcRecord* record, std::vector<std::string>* texts) const {
   if (absl::Status auth = Authenticate(context); !auth.ok()) return auth;
+  if (!buffer.Valid()) {
+    // No request message at all (a valid empty request is an empty but valid buffer): the
+    // client cancelled, or its deadline passed, before the message arrived. Found by the soak
+    // test, which saw such calls counted as INVALID_ARGUMENT that no client ever received.
+    return absl::CancelledError("the call ended before its request arrived");
+  }
   grpc::Slice slice;
-  internal::RawTranslateRequest raw;
+  v1::TranslateRequest request;
   const bool parsed = buffer.DumpToSingleSlice(&slice).ok() &&
-                      raw.ParseFromArray(slice.begin(), static_cast<int>(slice.size()));
-  if (parsed) record->SetModel(raw.model());
+                      ParseTranslateRequest(slice.begin(), slice.size(), &request);
+  if (parsed) record->SetModel(request.model());
   if (draining_.load()) {
     return absl::UnavailableError("the server is shutting down: retry on another replica");
   }
   if (!parsed) {
     return absl::InvalidArgumentError("the request is not a valid glossa.v1.TranslateRequest");
   }
-  // A string field may hold any bytes in memory; only the parser insists on UTF-8.
-  v1::TranslateRequest request;
-  request.set_model(raw.model());
-  for (const std::string& text : raw.texts()) request.add_texts(text);
-  *request.mutable_options() = raw.options();
-  texts->assign(std::make_move_iterator(raw.mutable_texts()->begin()),
-                std::make_move_iterator(raw.mutable_texts()->end()));
+  texts->assign(request.texts().begin(), request.texts().end());
   return PrepareRequest(request, *registry_, limits_, stream);
 }
 

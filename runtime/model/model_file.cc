@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -134,7 +135,23 @@ absl::Status ModelFile::ParseHeader(bool verify_checksums) {
   if (Crc32(header, header_size) != header_crc) {
     return absl::DataLossError(absl::StrCat(where, ": header checksum mismatch (file corrupted)"));
   }
-  header_ = nlohmann::json::parse(header, header + header_size, nullptr, /*allow_exceptions=*/false);
+  // Refused while parsing (found with the fuzz targets): nesting deeper than 64 levels (nlohmann's
+  // copy and dump recurse once per level: a header nested 50,000 deep overflowed the stack in
+  // ParseModelInfo), and fractional numbers of magnitude 2^31 or more (ParseModelInfo's get<int>()
+  // of 1e300 is undefined behaviour).
+  const char* refused = nullptr;
+  header_ = nlohmann::json::parse(
+      header, header + header_size,
+      [&refused](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (depth > 64) refused = "is nested more than 64 levels deep";
+        if (event == nlohmann::json::parse_event_t::value && parsed.is_number_float() &&
+            !(std::fabs(parsed.get<double>()) < 2147483648.0)) {
+          refused = "holds a fractional number too large for any of its fields";
+        }
+        return refused == nullptr;
+      },
+      /*allow_exceptions=*/false);
+  if (refused != nullptr) return absl::DataLossError(absl::StrCat(where, ": header ", refused));
   if (header_.is_discarded() || !header_.is_object() || !header_.contains("tensors") ||
       !header_["tensors"].is_array()) {
     return absl::DataLossError(absl::StrCat(where, ": header is not valid JSON with a tensor list"));
@@ -153,6 +170,16 @@ absl::Status ModelFile::AddTensor(const nlohmann::json& entry, bool verify_check
   uint64_t offset = 0;
   uint32_t crc = 0;
   std::string dtype;
+  // Whole numbers only (found by fuzzing): get<uint64_t>() of -1.5 is undefined behaviour.
+  for (const char* key : {"shape", "offset", "size", "crc32"}) {
+    const auto it = entry.is_object() ? entry.find(key) : entry.end();
+    if (it == entry.end()) continue;
+    bool fractional = false;
+    for (const nlohmann::json& v : *it) fractional = fractional || v.is_number_float();
+    if (fractional) {
+      return absl::DataLossError(absl::StrCat("tensor entry field '", key, "' is not whole"));
+    }
+  }
   try {
     t.name = entry.at("name").get<std::string>();
     dtype = entry.at("dtype").get<std::string>();
@@ -165,10 +192,15 @@ absl::Status ModelFile::AddTensor(const nlohmann::json& entry, bool verify_check
                                             ": ", e.what()));
   }
   GLOSSA_ASSIGN_OR_RETURN(t.dtype, ParseDType(dtype, t.name));
+  // No prefix of the shape may hold more elements than the file has bytes, so that NumElements()
+  // and the size check below cannot overflow (a shape [2^32, 2^32] of 0 bytes passed before).
+  uint64_t elements = 1;
   for (int64_t d : t.shape) {
-    if (d < 0 || d > (int64_t{1} << 40)) {
+    if (d < 0 || d > (int64_t{1} << 40) ||
+        (d > 0 && elements > size_ / static_cast<uint64_t>(d))) {
       return absl::DataLossError(absl::StrCat("tensor '", t.name, "' has an invalid shape"));
     }
+    elements *= static_cast<uint64_t>(d);
   }
   const uint64_t element = DTypeSize(t.dtype);
   if (static_cast<uint64_t>(t.NumElements()) * element != t.size_bytes) {

@@ -3,6 +3,8 @@
 
 #include <sentencepiece_processor.h>
 
+#include <exception>
+
 namespace glossa {
 
 SpmProcessor::SpmProcessor() : impl_(new sentencepiece::SentencePieceProcessor()) {}
@@ -11,9 +13,16 @@ SpmProcessor::~SpmProcessor() = default;
 std::unique_ptr<SpmProcessor> SpmProcessor::Load(const std::string& serialized,
                                                  std::string* error) {
   std::unique_ptr<SpmProcessor> p(new SpmProcessor());
-  const auto status = p->impl_->LoadFromSerializedProto(serialized);
-  if (!status.ok()) {
-    *error = status.ToString();
+  // SentencePiece reports most problems in its status, but its trie builder (darts-clone) throws,
+  // e.g. on an empty piece (found by fuzzing); uncaught, that ended the process.
+  try {
+    const auto status = p->impl_->LoadFromSerializedProto(serialized);
+    if (!status.ok()) {
+      *error = status.ToString();
+      return nullptr;
+    }
+  } catch (const std::exception& e) {
+    *error = std::string("the model cannot be loaded: ") + e.what();
     return nullptr;
   }
   return p;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
 namespace glossa::batch {
 namespace {
 
@@ -128,6 +132,19 @@ TEST(BatchFormatTest, JsonlErrorsSayWhatIsWrong) {
   EXPECT_NE(message(R"({"text":3})").find("not a string"), std::string::npos);
   EXPECT_NE(message("{\"text\":\"\xff\"}").find("not valid JSON"), std::string::npos);
   EXPECT_NE(message(R"({"text":"a"} trailing)").find("not valid JSON"), std::string::npos);
+}
+
+TEST(BatchFormatTest, JsonlNestedTooDeepIsAnErrorNotACrash) {
+  auto nested = [](int depth) {
+    return absl::StrCat(R"({"text":"a","x":)", std::string(depth, '['), std::string(depth, ']'),
+                        "}");
+  };
+  EXPECT_EQ(Translate(nested(999), Jsonl(), "b"),
+            absl::StrCat(R"({"text":"b","x":)", std::string(999, '['), std::string(999, ']'), "}"));
+  absl::StatusOr<Record> r = ParseRecord(nested(1000), Jsonl());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("levels deep"), std::string::npos) << r.status();
+  EXPECT_FALSE(ParseRecord(nested(200000), Jsonl()).ok());  // overflowed the stack before
 }
 
 TEST(BatchFormatTest, ValidateOptions) {

@@ -1,0 +1,2 @@
+
+opus-mt-es-en!Y viÃ³ Dios que la luz era buena.š™?@ (

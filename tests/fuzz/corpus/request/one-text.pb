@@ -1,0 +1,1 @@
+&Y dijo Dios: Sea la luz; y fue la luz.

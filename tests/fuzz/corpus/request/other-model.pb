@@ -1,0 +1,2 @@
+
+es-enBuenos días

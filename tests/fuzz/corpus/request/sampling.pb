@@ -1,0 +1,1 @@
+$Y fue la tarde y la ma√±ana un d√≠a.5ÕÃL?8(Efff?H“	

@@ -1,0 +1,2 @@
+
+fr-enBonjour

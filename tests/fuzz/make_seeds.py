@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+"""Writes the seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/.
+
+    /usr/bin/python3 tests/fuzz/make_seeds.py          # from the repository root
+
+Deterministic, small (a few KB per target), and meaningful: tiny but complete model files (a
+two-layer config, a hand-made 8-piece SentencePiece model, vocabulary, tensors with an alias),
+requests as the wire bytes of glossa.v1.TranslateRequest, sentences from the demo model's domain,
+and TSV/JSONL/text lines. Protocol buffers are encoded by hand here so that the script needs
+nothing beyond numpy and model_tools/glossa_model.py. Fuzzing adds to the build tree's copy of the
+corpus, never to these files.
+"""
+
+import json
+import os
+import shutil
+import struct
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "model_tools"))
+import glossa_model  # noqa: E402
+
+
+# --- protobuf wire format, enough for these messages ------------------------------------------
+
+def varint(n):
+    n &= (1 << 64) - 1  # negative int32/int64: two's complement, ten bytes
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field_varint(number, value):
+    return varint(number << 3) + varint(value)
+
+
+def field_bytes(number, data):
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return varint(number << 3 | 2) + varint(len(data)) + data
+
+
+def field_float(number, value):
+    return varint(number << 3 | 5) + struct.pack("<f", value)
+
+
+# --- a tiny SentencePiece model (sentencepiece_model.proto) ------------------------------------
+
+NORMAL, UNKNOWN, CONTROL = 1, 2, 3
+UNIGRAM = 1
+
+
+def spm_model(pieces):
+    """pieces: [(piece, score, type)]. Identity normaliser, unigram model."""
+    out = b""
+    for piece, score, kind in pieces:
+        out += field_bytes(1, field_bytes(1, piece) + field_float(2, score) + field_varint(3, kind))
+    trainer = (field_varint(3, UNIGRAM) + field_varint(4, len(pieces)) + field_varint(40, 0) +
+               field_varint(41, 1) + field_varint(42, 2))
+    normalizer = (field_bytes(1, "identity") + field_varint(3, 1) + field_varint(4, 1) +
+                  field_varint(5, 1))
+    return out + field_bytes(2, trainer) + field_bytes(3, normalizer)
+
+
+SPM_PIECES = [("<unk>", 0.0, UNKNOWN), ("<s>", 0.0, CONTROL), ("</s>", 0.0, CONTROL),
+              ("\u2581Hola", -1.0, NORMAL), ("\u2581a", -2.0, NORMAL), ("a", -3.0, NORMAL),
+              ("b", -3.0, NORMAL), ("\u2581", -4.0, NORMAL)]
+# Marian's vocabulary: its own ids, </s> first.
+VOCAB = ["</s>", "<unk>", "\u2581Hola", "\u2581a", "a", "b", "\u2581", "<pad>"]
+
+
+def tiny_header(**config_overrides):
+    config = {
+        "architecture": "marian", "d_model": 8, "encoder_layers": 1, "decoder_layers": 1,
+        "encoder_attention_heads": 2, "decoder_attention_heads": 2, "encoder_ffn_dim": 16,
+        "decoder_ffn_dim": 16, "activation": "swish", "normalize_before": False,
+        "layernorm_embedding": False, "final_layer_norm": False, "scale_embedding": True,
+        "layer_norm_eps": 1e-05, "max_position_embeddings": 32, "source_vocab_size": len(VOCAB),
+        "target_vocab_size": len(VOCAB), "shared_vocab": True, "pad_id": 7, "eos_id": 0,
+        "unk_id": 1, "decoder_start_id": 7, "bad_words_ids": [[7]],
+    }
+    config.update(config_overrides)
+    return {
+        "format_version": 1, "name": "tiny", "source_language": "es", "target_language": "en",
+        "dtype": "float32", "converter": "make_seeds.py", "config": config,
+        "generation": {"num_beams": 2, "max_length": 16, "length_penalty": 1.0,
+                       "early_stopping": False, "forced_eos_token_id": 0},
+        "tokenizer": {"type": "marian", "source_spm": "tokenizer.source_spm",
+                      "target_spm": "tokenizer.target_spm", "source_vocab": VOCAB},
+    }
+
+
+def tiny_tensors():
+    spm = spm_model(SPM_PIECES)
+    rng = np.random.default_rng(0)
+    return {
+        "tokenizer.source_spm": spm,
+        "tokenizer.target_spm": spm,
+        "encoder.embed_tokens.weight": rng.standard_normal((len(VOCAB), 8)).astype(np.float32),
+        "final_logits_bias": np.zeros((1, len(VOCAB)), np.float32),
+        "encoder.layers.0.fc1.weight": rng.standard_normal((2, 8)).astype(np.float32),
+    }
+
+
+def write(directory, name, data):
+    with open(os.path.join(directory, name), "wb") as f:
+        f.write(data)
+
+
+def model_seeds(directory, scratch):
+    def model(name, header, tensors, aliases=None):
+        path = os.path.join(scratch, name)
+        glossa_model.write_model(path, header, tensors, aliases)
+        with open(path, "rb") as f:
+            data = f.read()
+        write(directory, name, data)
+        return data
+
+    tied = {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight",
+            "lm_head.weight": "encoder.embed_tokens.weight"}
+    full = model("tiny.glossa", tiny_header(), tiny_tensors(), tied)
+    separate = tiny_header(shared_vocab=False, target_vocab_size=4, pad_id=3, decoder_start_id=3,
+                           bad_words_ids=[], activation="gelu_new", normalize_before=True)
+    separate["tokenizer"]["target_vocab"] = ["</s>", "<unk>", "\u2581a", "<pad>"]
+    separate["generation"] = {"num_beams": 1, "max_length": 4, "forced_eos_token_id": None}
+    model("separate-vocab.glossa", separate, tiny_tensors())
+    model("no-tensors.glossa", {"format_version": 1, "config": {}}, {})
+    # A file cut inside a tensor, and one cut inside the header.
+    write(directory, "truncated-tensor.glossa", full[:len(full) - 20])
+    write(directory, "truncated-header.glossa", full[:100])
+
+
+def request(model=None, texts=(), options=None):
+    out = b""
+    if model is not None:
+        out += field_bytes(1, model)
+    for text in texts:
+        out += field_bytes(2, text)
+    if options is not None:
+        o = b""
+        for number, kind, value in options:
+            o += field_float(number, value) if kind == "f" else field_varint(number, value)
+        out += field_bytes(3, o)
+    return out
+
+
+def request_seeds(directory):
+    seeds = {
+        "one-text": request(texts=["Y dijo Dios: Sea la luz; y fue la luz."]),
+        "named-model": request("opus-mt-es-en", ["En el principio creó Dios los cielos y la tierra.",
+                                                 "", "Hola"]),
+        "other-model": request("es-en", ["Buenos días"]),
+        "unknown-model": request("fr-en", ["Bonjour"]),
+        "beam-options": request("opus-mt-es-en", ["Y vió Dios que la luz era buena."],
+                                [(1, "v", 4), (2, "f", 0.6), (3, "v", 64), (4, "v", 2),
+                                 (5, "v", 1)]),
+        "sampling": request(None, ["Y fue la tarde y la mañana un día."],
+                            [(1, "v", 1), (6, "f", 0.8), (7, "v", 40), (8, "f", 0.9),
+                             (9, "v", 1234)]),
+        "sampling-without-temperature": request(None, ["a"], [(7, "v", 5), (8, "f", 0.5)]),
+        "invalid-utf8": request(texts=[b"caf\xe9 \xed\xa0\x80"]),
+        "too-many-hypotheses": request(None, ["b"], [(1, "v", 2), (4, "v", 3)]),
+        "huge-beam": request(None, ["b"], [(1, "v", 1 << 31)]),
+        "long-text": request(texts=["la " * 600]),
+        "empty": b"",
+    }
+    for name, data in seeds.items():
+        write(directory, name + ".pb", data)
+
+
+def tokenizer_seeds(directory):
+    texts = {
+        "genesis": "En el principio creó Dios los cielos y la tierra.",
+        "punctuation": "Y añadió: ¿Quién dijera á Abraham que Sara había de dar de mamar á hijos?",
+        "spaces": "  tabs\tand\nnew lines  \u00a0 \u3000 ",
+        "mixed-scripts": "Ελληνικά русский 日本語 العربية 🙂 e\u0301",
+        "control": "\x00\x01\x7f<unk></s><pad>\u2581",
+        "invalid-utf8": b"caf\xe9 \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80",
+    }
+    for name, text in texts.items():
+        write(directory, name + ".txt", text if isinstance(text, bytes) else text.encode("utf-8"))
+    # Read as int16 ids by DecodeTarget: in the vocabulary, specials, negative, past the end.
+    ids = [4, 5, 6, 0, 1, 15314, 15315, -1, 32767, -32768, 200, 17]
+    write(directory, "ids.bin", struct.pack("<%dh" % len(ids), *ids))
+
+
+def batch_seeds(directory):
+    def opts(fmt, column=1, output_column=0, src_field=False, output_field=False):
+        b = fmt | (column - 1) << 2 | output_column << 4
+        return bytes([b | (0x40 if src_field else 0) | (0x80 if output_field else 0)])
+
+    text = "Hola mundo\r\n\nEn el principio\ncaf\u00e9 sin final".encode("utf-8")
+    tsv = "id1\tHola\tx\r\nid2\t\t\n\nsolo\nid3\ty\u00e9\tz\tw".encode("utf-8")
+    jsonl = ('{"id":1,"text":"Hola","n":1.5,"x":[1,{"y":null}]}\n'
+             '{"text":"caf\\u00e9 \\ud83d\\ude00","translation":"old"}\r\n'
+             '[1,2]\n{"text":3}\n{"src":"s","text":"t"}\n\n{"id":2}').encode("utf-8")
+    seeds = {
+        "text": opts(0) + text,
+        "text-invalid-utf8": opts(0) + b"caf\xe9\n\xed\xa0\x80\n",
+        "tsv": opts(1, column=2) + tsv,
+        "tsv-output-column": opts(1, column=2, output_column=3) + tsv,
+        "jsonl": opts(2) + jsonl,
+        "jsonl-fields": opts(2, src_field=True, output_field=True) + jsonl,
+    }
+    for name, data in seeds.items():
+        write(directory, name, data)
+
+
+def main():
+    corpus = os.path.join(HERE, "corpus")
+    scratch = os.path.join(corpus, ".scratch")
+    for target, fill in [("model_file", None), ("request", request_seeds),
+                         ("tokenizer", tokenizer_seeds), ("batch_formats", batch_seeds)]:
+        directory = os.path.join(corpus, target)
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        if fill is None:
+            os.makedirs(scratch, exist_ok=True)
+            try:
+                model_seeds(directory, scratch)
+            finally:
+                shutil.rmtree(scratch)
+        else:
+            fill(directory)
+    total = sum(os.path.getsize(os.path.join(d, f))
+                for d, _, files in os.walk(corpus) for f in files)
+    print(f"seeds written to {corpus}: {total} bytes")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+// Fuzzes request validation as TranslatorService::Prepare runs it, without gRPC: the input is a
+// request's wire bytes, parsed by ParseTranslateRequest (through internal::RawTranslateRequest),
+// then PrepareRequest against the demo model (model lookup, text count and size limits, options,
+// Engine::Resolve, UTF-8 check, tokenization and the token limit), for Translate and for
+// TranslateStream, against a registry with one model and one with two. Checks that an accepted
+// request is within every limit the engine relies on, and that a refusal is INVALID_ARGUMENT or
+// NOT_FOUND with a message.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fuzz_util.h"
+#include "server/model_registry.h"
+#include "server/request.h"
+#include "text/tokenizer.h"
+
+namespace {
+
+using glossa::server::ModelRegistry;
+
+glossa::EngineOptions Options() {
+  glossa::EngineOptions options;
+  options.workers = 0;  // no step loop: nothing is submitted
+  return options;
+}
+
+// Registries are loaded once per process and never destroyed.
+const ModelRegistry& Registry(bool two_models) {
+  static const ModelRegistry* one = [] {
+    auto r = ModelRegistry::Load({"opus-mt-es-en=" GLOSSA_DEMO_MODEL}, Options());
+    FUZZ_CHECK(r.ok(), "cannot load the demo model");
+    return r->release();
+  }();
+  static const ModelRegistry* two = [] {
+    auto r = ModelRegistry::Load({"opus-mt-es-en=" GLOSSA_DEMO_MODEL, "es-en=" GLOSSA_DEMO_MODEL},
+                                 Options());
+    FUZZ_CHECK(r.ok(), "cannot load the demo model twice");
+    return r->release();
+  }();
+  return two_models ? *two : *one;
+}
+
+void CheckPrepared(const glossa::server::PreparedRequest& p,
+                   const glossa::v1::TranslateRequest& request,
+                   const glossa::server::RequestLimits& limits, bool stream) {
+  FUZZ_CHECK(p.model != nullptr, "no model");
+  FUZZ_CHECK(request.model().empty() || request.model() == p.model->name, "another model");
+  const glossa::ModelConfig& c = p.model->model->config();
+  const int n = request.texts_size();
+  FUZZ_CHECK(n <= limits.max_texts && (!stream || n == 1), "too many texts accepted");
+  for (const std::string& text : request.texts()) {
+    FUZZ_CHECK(static_cast<int64_t>(text.size()) <= limits.max_text_bytes, "a text over the limit");
+    FUZZ_CHECK(glossa::fuzz::ReferenceUtf8Valid(text), "invalid UTF-8 accepted");
+  }
+  const glossa::TextSources& s = p.sources;
+  FUZZ_CHECK(s.num_texts == static_cast<size_t>(n), "num_texts differs from the request");
+  FUZZ_CHECK(s.sources.size() == s.text_index.size(), "sources and text_index differ in size");
+  for (size_t k = 0; k < s.sources.size(); ++k) {
+    FUZZ_CHECK(s.text_index[k] < s.num_texts && (k == 0 || s.text_index[k] > s.text_index[k - 1]),
+               "text_index is not increasing");
+    FUZZ_CHECK(!request.texts(static_cast<int>(s.text_index[k])).empty(), "an empty text encoded");
+    const std::vector<int>& ids = s.sources[k];
+    FUZZ_CHECK(!ids.empty() && static_cast<int>(ids.size()) <= c.max_positions,
+               "a source outside 1..max_positions tokens");
+    FUZZ_CHECK(ids.back() == c.eos_id, "a source without </s>");
+    for (int id : ids) {
+      FUZZ_CHECK(id >= 0 && id < c.source_vocab_size, "a source id outside the vocabulary");
+    }
+  }
+  const glossa::v1::DecodingOptions& in = request.options();
+  for (float v : {in.length_penalty(), in.sampling_temperature(), in.sampling_top_p()}) {
+    FUZZ_CHECK(!std::isnan(v), "a NaN option accepted");
+  }
+  const glossa::SearchOptions& o = p.search;
+  FUZZ_CHECK(o.beam_size >= 1 && o.beam_size <= Options().max_beam_size, "beam_size out of range");
+  FUZZ_CHECK(o.num_hypotheses >= 1 && o.num_hypotheses <= o.beam_size,
+             "num_hypotheses out of range");
+  FUZZ_CHECK(
+      o.max_new_tokens >= 1 && o.max_new_tokens < p.model->model->info().generation.max_length,
+      "max_new_tokens out of range");
+  FUZZ_CHECK(std::isfinite(o.length_penalty) && std::fabs(o.length_penalty) <= 10.0f,
+             "length_penalty out of range");
+  if (o.sampling.temperature > 0.0f) {
+    FUZZ_CHECK(o.beam_size == 1 && o.num_hypotheses == 1, "sampling with a beam");
+    FUZZ_CHECK(o.sampling.temperature <= 100.0f && o.sampling.top_k >= 0 &&
+                   o.sampling.top_p > 0.0f && o.sampling.top_p <= 1.0f,
+               "sampling options out of range");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  glossa::v1::TranslateRequest request;
+  if (!glossa::server::ParseTranslateRequest(data, size, &request)) return 0;
+  const glossa::server::RequestLimits limits;  // the server's defaults
+  for (bool two_models : {false, true}) {
+    for (bool stream : {false, true}) {
+      auto prepared = glossa::server::PrepareRequest(request, Registry(two_models), limits, stream);
+      static const bool verbose = std::getenv("GLOSSA_FUZZ_VERBOSE") != nullptr;
+      if (verbose) {
+        std::fprintf(stderr, "  %s, %s: %s\n", two_models ? "two models" : "one model",
+                     stream ? "TranslateStream" : "Translate",
+                     prepared.status().ToString().c_str());
+      }
+      if (prepared.ok()) {
+        CheckPrepared(*prepared, request, limits, stream);
+      } else {
+        FUZZ_CHECK(prepared.status().code() == absl::StatusCode::kInvalidArgument ||
+                       prepared.status().code() == absl::StatusCode::kNotFound,
+                   "a refusal that is neither INVALID_ARGUMENT nor NOT_FOUND");
+        FUZZ_CHECK(!prepared.status().message().empty(), "a refusal without a message");
+      }
+    }
+  }
+  return 0;
+}

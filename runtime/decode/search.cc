@@ -18,10 +18,29 @@ Search::Search(const SearchOptions& options, const SearchVocab& vocab)
   options_.beam_size = std::max(1, options_.beam_size);
   options_.num_hypotheses = std::clamp(options_.num_hypotheses, 1, options_.beam_size);
   options_.max_new_tokens = std::max(1, options_.max_new_tokens);
-  beams_.resize(1);
+  const int beams = options_.beam_size, length = options_.max_new_tokens;
+  // Every buffer at its worst-case size now, so that Advance() never allocates.
+  for (auto* set : {&beams_, &next_beams_}) {
+    set->resize(beams);
+    for (Beam& b : *set) {
+      b.tokens.reserve(length);
+      b.ancestry.reserve(length + 1);
+    }
+  }
+  active_ = 1;
   beams_[0].ancestry.push_back(0);
-  next_beams_.resize(options_.beam_size);
-  candidates_.reserve(4 * options_.beam_size * options_.beam_size);
+  finished_.resize(beams + 1);
+  for (Finished& f : finished_) f.tokens.reserve(length);
+  if (beams > 1) {
+    top_.resize(static_cast<size_t>(beams) * 2 * beams);
+    top_count_.resize(beams);
+    merge_pos_.resize(beams);
+    candidates_.reserve(2 * beams);
+  }
+  if (options_.sampling.temperature > 0.0f) {
+    sorted_.reserve(vocab_.vocab_size);
+    scratch_row_.reserve(vocab_.vocab_size);
+  }
   rng_.seed(options_.sampling.seed);
 }
 
@@ -30,9 +49,14 @@ int Search::input_token(int beam) const {
   return tokens.empty() ? vocab_.decoder_start_id : tokens.back();
 }
 
+bool Search::Banned(int id) const {
+  return std::find(vocab_.banned_ids.begin(), vocab_.banned_ids.end(), id) !=
+         vocab_.banned_ids.end();
+}
+
 void Search::ApplyProcessors(float* row) const {
   for (int id : vocab_.banned_ids) row[id] = kNegInf;
-  if (vocab_.forced_eos_id >= 0 && step_ == options_.max_new_tokens - 1) {
+  if (ForcedStep()) {
     std::fill(row, row + vocab_.vocab_size, kNegInf);
     row[vocab_.forced_eos_id] = 0.0f;
   }
@@ -50,30 +74,42 @@ void Search::Advance(float* logits) {
 
 void Search::AdvanceGreedy(float* row) {
   const int v = vocab_.vocab_size;
-  float max = kNegInf;
-  for (int i = 0; i < v; ++i) max = std::fmax(max, row[i]);
-  float sum = 0.0f;
-  for (int i = 0; i < v; ++i) sum += std::exp(row[i] - max);
-  const bool forced = vocab_.forced_eos_id >= 0 && step_ == options_.max_new_tokens - 1;
-  ApplyProcessors(row);
+  const bool forced = ForcedStep();
+  const bool sampling = options_.sampling.temperature > 0.0f;
+  ops::LogSumExp lse;  // of the raw logits: the log-probabilities' normaliser
   int token;
   float logit;
-  if (options_.sampling.temperature > 0.0f) {
-    // Sampling rewrites the row; keep what the score needs first.
-    std::vector<float>& keep = scratch_row_;
-    keep.assign(row, row + v);
-    token = Sample(row);
-    logit = keep[token];
-  } else {
-    token = static_cast<int>(ops::ArgMax(row, v));
+  if (!forced && !sampling) {
+    // The usual step, fused: the argmax of the raw logits is that of the processed ones unless
+    // it is a banned id.
+    const ops::ArgMaxLogSumExp r = ops::ComputeArgMaxLogSumExp(row, v);
+    lse = r.lse;
+    token = static_cast<int>(r.index);
+    if (Banned(token)) {
+      ApplyProcessors(row);
+      token = static_cast<int>(ops::ArgMax(row, v));
+    }
     logit = row[token];
+  } else {
+    lse = ops::ComputeLogSumExp(row, v);
+    ApplyProcessors(row);
+    if (sampling) {
+      // Sampling rewrites the row; keep what the score needs first.
+      std::vector<float>& keep = scratch_row_;
+      keep.assign(row, row + v);
+      token = Sample(row);
+      logit = keep[token];
+    } else {
+      token = static_cast<int>(ops::ArgMax(row, v));
+      logit = row[token];
+    }
   }
   Beam& beam = beams_[0];
-  beam.score += forced ? 0.0f : (logit - max) - std::log(sum);
+  beam.score += forced ? 0.0f : (logit - lse.max) - lse.log_sum;
   beam.tokens.push_back(token);
   ++step_;
   if (token == vocab_.eos_id || step_ >= options_.max_new_tokens) {
-    finished_.push_back({beam.score, beam.tokens});
+    AddFinished(beam.tokens, -1, beam.score, 0);
     done_ = true;
   }
 }
@@ -110,39 +146,49 @@ int Search::Sample(float* row) {
   return sorted_.back().second;
 }
 
-// Keeps the `count` best (score, beam, token) of `scores` = one beam's log-probabilities plus
-// its running score, appended to candidates_ (earlier ids win ties).
-void Search::TopCandidates(const float* scores, int count) {
-  const size_t first = candidates_.size();
-  for (int b = 0; b < active_beams(); ++b) {
-    const float* row = scores + static_cast<int64_t>(b) * vocab_.vocab_size;
-    const size_t begin = candidates_.size();
-    for (int t = 0; t < vocab_.vocab_size; ++t) {
-      const size_t kept = candidates_.size() - begin;
-      if (kept == static_cast<size_t>(count) && !(row[t] > candidates_.back().score)) continue;
-      if (kept == static_cast<size_t>(count)) candidates_.pop_back();
-      auto pos = candidates_.end();
-      while (pos != candidates_.begin() + begin && (pos - 1)->score < row[t]) --pos;
-      candidates_.insert(pos, Candidate{row[t], b, t});
+void Search::MergeCandidates(int count) {
+  candidates_.clear();
+  std::fill(merge_pos_.begin(), merge_pos_.begin() + active_, 0);
+  const int per_beam = 2 * options_.beam_size;
+  while (static_cast<int>(candidates_.size()) < count) {
+    int pick = -1;
+    float best = 0.0f;
+    for (int b = 0; b < active_; ++b) {
+      if (merge_pos_[b] == top_count_[b]) continue;
+      const float s = top_[b * per_beam + merge_pos_[b]].score;
+      if (pick < 0 || s > best) {
+        pick = b;
+        best = s;
+      }
     }
+    if (pick < 0) break;
+    const ops::ScoredId& c = top_[pick * per_beam + merge_pos_[pick]++];
+    candidates_.push_back({c.score, pick, c.id});
   }
-  std::stable_sort(candidates_.begin() + first, candidates_.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
-  if (candidates_.size() > first + count) candidates_.resize(first + count);
 }
 
 void Search::AdvanceBeam(float* logits) {
   const int beams = options_.beam_size;
   const int v = vocab_.vocab_size;
-  for (int b = 0; b < active_beams(); ++b) {
+  const int per_beam = 2 * beams;
+  const bool forced = ForcedStep();
+  for (int b = 0; b < active_; ++b) {
     float* row = logits + static_cast<int64_t>(b) * v;
-    ops::LogSoftmax(row, v);
-    ApplyProcessors(row);
-    const float score = beams_[b].score;
-    for (int i = 0; i < v; ++i) row[i] += score;
+    // Scores = ((x - max) - log_sum) + beam score, with processors applied as -inf (banned ids,
+    // after the normaliser, as Hugging Face); at the forced EOS step the processed row is -inf
+    // but 0 at EOS and the normaliser is not applied: lse = {0, 0} keeps x exactly.
+    ops::LogSumExp lse;
+    if (forced) {
+      std::fill(row, row + v, kNegInf);
+      row[vocab_.forced_eos_id] = 0.0f;
+    } else {
+      lse = ops::ComputeLogSumExp(row, v);
+      for (int id : vocab_.banned_ids) row[id] = kNegInf;
+    }
+    top_count_[b] =
+        ops::TopKLogProbs(row, v, lse, beams_[b].score, per_beam, top_.data() + b * per_beam);
   }
-  candidates_.clear();
-  TopCandidates(logits, 2 * beams);
+  MergeCandidates(per_beam);
 
   const int generated_len = step_ + 1;  // tokens generated once this step's token is added
   int filled = 0;
@@ -151,35 +197,42 @@ void Search::AdvanceBeam(float* logits) {
     const Beam& parent = beams_[c.beam];
     if (c.token == vocab_.eos_id) {
       if (rank >= static_cast<size_t>(beams)) continue;
-      std::vector<int> tokens = parent.tokens;
-      tokens.push_back(c.token);
-      AddFinished(tokens, c.score, generated_len);
+      AddFinished(parent.tokens, c.token, c.score, generated_len);
       continue;
     }
     Beam& next = next_beams_[filled++];
-    next.tokens = parent.tokens;
+    next.tokens = parent.tokens;  // within the reserved capacity: no allocation
     next.tokens.push_back(c.token);
     next.ancestry = parent.ancestry;
     next.score = c.score;
   }
-  next_beams_.resize(filled);
   std::swap(beams_, next_beams_);
-  next_beams_.resize(beams);
+  active_ = filled;
   ++step_;
   done_ = IsDone(candidates_.front().score, generated_len);
   if (!done_ && step_ >= options_.max_new_tokens) {
-    for (const Beam& beam : beams_) AddFinished(beam.tokens, beam.score, step_);
+    for (int b = 0; b < active_; ++b) {
+      AddFinished(beams_[b].tokens, -1, beams_[b].score, step_);
+    }
     done_ = true;
   }
 }
 
-void Search::AddFinished(const std::vector<int>& tokens, float sum_logprobs, int generated_len) {
-  const double score = static_cast<double>(sum_logprobs) /
-                       std::pow(static_cast<double>(generated_len), options_.length_penalty);
+// generated_len 0: greedy, whose score is the plain sum.
+void Search::AddFinished(const std::vector<int>& tokens, int last, float sum_logprobs,
+                         int generated_len) {
+  const double score =
+      generated_len == 0
+          ? static_cast<double>(sum_logprobs)
+          : static_cast<double>(sum_logprobs) /
+                std::pow(static_cast<double>(generated_len), options_.length_penalty);
   const size_t beams = static_cast<size_t>(options_.beam_size);
-  if (finished_.size() >= beams && !(score > worst_finished_)) return;
-  finished_.push_back({score, tokens});
-  if (finished_.size() <= beams) {
+  if (finished_count_ >= beams && !(score > worst_finished_)) return;
+  Finished& slot = finished_[finished_count_++];
+  slot.score = score;
+  slot.tokens = tokens;  // within the reserved capacity: no allocation
+  if (last >= 0) slot.tokens.push_back(last);
+  if (finished_count_ <= beams) {
     worst_finished_ = std::min(score, worst_finished_);
     return;
   }
@@ -190,7 +243,7 @@ void Search::AddFinished(const std::vector<int>& tokens, float sum_logprobs, int
            (finished_[a].score == finished_[b].score && a < b);
   };
   if (less(second, worst)) std::swap(worst, second);
-  for (size_t i = 2; i < finished_.size(); ++i) {
+  for (size_t i = 2; i < finished_count_; ++i) {
     if (less(i, worst)) {
       second = worst;
       worst = i;
@@ -199,11 +252,14 @@ void Search::AddFinished(const std::vector<int>& tokens, float sum_logprobs, int
     }
   }
   worst_finished_ = finished_[second].score;
-  finished_.erase(finished_.begin() + worst);
+  // Erase it, keeping the insertion order: rotate it to the end (swaps, no allocation).
+  std::rotate(finished_.begin() + worst, finished_.begin() + worst + 1,
+              finished_.begin() + finished_count_);
+  --finished_count_;
 }
 
 bool Search::IsDone(float best_sum_logprobs, int generated_len) const {
-  if (finished_.size() < static_cast<size_t>(options_.beam_size)) return false;
+  if (finished_count_ < static_cast<size_t>(options_.beam_size)) return false;
   if (options_.early_stopping) return true;
   const double best_possible = static_cast<double>(best_sum_logprobs) /
                                std::pow(static_cast<double>(generated_len), options_.length_penalty);
@@ -211,26 +267,40 @@ bool Search::IsDone(float best_sum_logprobs, int generated_len) const {
 }
 
 void Search::PrepareNextStep() {
-  for (int b = 0; b < active_beams(); ++b) beams_[b].ancestry.push_back(b);
+  for (int b = 0; b < active_; ++b) beams_[b].ancestry.push_back(b);
+}
+
+size_t Search::StablePrefixLength() const {
+  if (done_) {
+    // The best finished hypothesis (Results().front()).
+    size_t best = 0;
+    for (size_t i = 1; i < finished_count_; ++i) {
+      if (!(finished_[i].score < finished_[best].score)) best = i;
+    }
+    return finished_count_ == 0 ? 0 : finished_[best].tokens.size();
+  }
+  const std::vector<int>& first = beams_.front().tokens;
+  size_t n = first.size();
+  auto narrow = [&](const std::vector<int>& tokens) {
+    size_t k = 0;
+    while (k < n && k < tokens.size() && first[k] == tokens[k]) ++k;
+    n = k;
+  };
+  for (int b = 1; b < active_; ++b) narrow(beams_[b].tokens);
+  for (size_t i = 0; i < finished_count_; ++i) narrow(finished_[i].tokens);
+  return n;
 }
 
 std::vector<int> Search::StablePrefix() const {
   if (done_) return Results().front().tokens;
-  std::vector<int> prefix = beams_.front().tokens;
-  auto narrow = [&](const std::vector<int>& tokens) {
-    size_t n = 0;
-    while (n < prefix.size() && n < tokens.size() && prefix[n] == tokens[n]) ++n;
-    prefix.resize(n);
-  };
-  for (const Beam& b : beams_) narrow(b.tokens);
-  for (const Finished& f : finished_) narrow(f.tokens);
-  return prefix;
+  const std::vector<int>& first = beams_.front().tokens;
+  return std::vector<int>(first.begin(), first.begin() + StablePrefixLength());
 }
 
 std::vector<Hypothesis> Search::Results() const {
   // Hugging Face sorts by score (stable) and pops from the end: best first, later-added first on
   // ties.
-  std::vector<size_t> order(finished_.size());
+  std::vector<size_t> order(finished_count_);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return finished_[a].score < finished_[b].score; });

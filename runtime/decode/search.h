@@ -12,12 +12,24 @@
 //
 // A search knows nothing of the decoder: the caller runs one decoder row per active beam (input
 // token, cache slot = beam index, ancestry), then hands the logits to Advance().
+//
+// Per step, the vocabulary work is fused (ops.h): greedy takes the argmax and the normaliser in
+// one pass over the logits plus one of exp, and beam search keeps each beam's best 2·beams
+// log-probabilities + beam score without writing the log-softmax row; the scores are bit for bit
+// those of log_softmax -> processors -> + beam score.
+//
+// Allocation: the constructor sizes every buffer for the worst case (beam_size hypotheses of
+// max_new_tokens tokens, beam_size + 1 finished ones), so Advance() allocates nothing; Results()
+// and StablePrefix() return new vectors. Move a Search rather than copying it: a copy's vectors
+// lose the reserved capacity.
 #ifndef GLOSSA_RUNTIME_DECODE_SEARCH_H_
 #define GLOSSA_RUNTIME_DECODE_SEARCH_H_
 
 #include <cstdint>
 #include <random>
 #include <vector>
+
+#include "ops/ops.h"
 
 namespace glossa {
 
@@ -59,7 +71,7 @@ class Search {
 
   bool done() const { return done_; }
   int step() const { return step_; }  // position of the next input tokens
-  int active_beams() const { return static_cast<int>(beams_.size()); }
+  int active_beams() const { return active_; }
   int slots() const { return options_.beam_size; }  // cache slots this search needs
   int max_new_tokens() const { return options_.max_new_tokens; }
   int input_token(int beam) const;
@@ -72,6 +84,8 @@ class Search {
   // Tokens every possible final result starts with: the common prefix of the running beams and
   // the finished hypotheses (for greedy, all tokens so far). Streaming sends these.
   std::vector<int> StablePrefix() const;
+  // StablePrefix().size(), without allocating.
+  size_t StablePrefixLength() const;
 
   // The n-best list, best first. Valid once done().
   std::vector<Hypothesis> Results() const;
@@ -83,7 +97,7 @@ class Search {
     float score = 0.0f;  // sum of log-probabilities
   };
   struct Finished {
-    double score;  // Hugging Face keeps these as Python floats
+    double score = 0.0;  // Hugging Face keeps these as Python floats
     std::vector<int> tokens;
   };
   struct Candidate {
@@ -92,13 +106,22 @@ class Search {
     int token;
   };
 
+  bool ForcedStep() const {
+    return vocab_.forced_eos_id >= 0 && step_ == options_.max_new_tokens - 1;
+  }
+  bool Banned(int id) const;
   void ApplyProcessors(float* row) const;
   void AdvanceGreedy(float* logits);
   // Picks a token from the processed logits of the single beam by sampling.
   int Sample(float* row);
   void AdvanceBeam(float* logits);
-  void TopCandidates(const float* scores, int count);
-  void AddFinished(const std::vector<int>& tokens, float sum_logprobs, int generated_len);
+  // candidates_ = the `count` best (score, beam, token) over all beams, from each beam's sorted
+  // top_ list: higher score first, then lower beam, then lower token (torch.topk over the
+  // flattened beams × vocab, lowest index first among equals).
+  void MergeCandidates(int count);
+  // Adds `tokens` (+ `last` when >= 0) as a finished hypothesis.
+  void AddFinished(const std::vector<int>& tokens, int last, float sum_logprobs,
+                   int generated_len);
   bool IsDone(float best_sum_logprobs, int generated_len) const;
   void PrepareNextStep();
 
@@ -106,12 +129,19 @@ class Search {
   SearchVocab vocab_;
   int step_ = 0;
   bool done_ = false;
+  // beam_size entries each; the first active_ of beams_ are the running hypotheses.
   std::vector<Beam> beams_, next_beams_;
+  int active_ = 1;
+  std::vector<ops::ScoredId> top_;  // [beam_size][2·beam_size]: each beam's best this step
+  std::vector<int> top_count_, merge_pos_;  // [beam_size]
   std::vector<Candidate> candidates_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int>> sorted_;  // sampling scratch
   std::vector<float> scratch_row_;
-  std::vector<Finished> finished_;  // in insertion order, like Hugging Face's BeamHypotheses
+  // beam_size + 1 slots; the first finished_count_ are the finished hypotheses, in insertion
+  // order like Hugging Face's BeamHypotheses.
+  std::vector<Finished> finished_;
+  size_t finished_count_ = 0;
   double worst_finished_ = 1e9;
 };
 

@@ -333,7 +333,8 @@ void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
     const SearchOptions& search = live[i].job->job->search;
     auto group = std::make_unique<SequenceGroup>(
         Search(search, vocab_), encoded, static_cast<int>(i),
-        std::make_unique<KvCache>(&pool_, c.decoder_layers, c.d_model, search.beam_size));
+        std::make_unique<KvCache>(&pool_, c.decoder_layers, c.d_model, search.beam_size,
+                                  search.max_new_tokens));
     group->job = live[i].job;
     group->index = live[i].index;
     group->kv_blocks = KvBlocksFor(search);
@@ -387,11 +388,10 @@ void Engine::StepOnce(Worker* worker) {
   }
   for (const auto& g : worker->batch.groups()) {
     if (!g->job->job->on_tokens || g->job->done.load()) continue;
+    if (g->search.StablePrefixLength() <= g->streamed) continue;  // (without allocating)
     std::vector<int> prefix = g->search.StablePrefix();
-    if (prefix.size() > g->streamed) {
-      g->streamed = prefix.size();
-      g->job->job->on_tokens(prefix);
-    }
+    g->streamed = prefix.size();
+    g->job->job->on_tokens(prefix);
   }
   for (auto& [job, results] : complete) FinishJob(job, std::move(results));
 }

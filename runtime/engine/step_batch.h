@@ -5,6 +5,7 @@
 #define GLOSSA_RUNTIME_ENGINE_STEP_BATCH_H_
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,9 +18,10 @@ namespace glossa {
 struct JobState;  // engine.h: the request a group belongs to
 
 struct SequenceGroup {
-  SequenceGroup(const Search& search, std::shared_ptr<const EncodedBatch> batch, int source,
+  // The search is moved in: a copy would lose the capacity it reserved (see search.h).
+  SequenceGroup(Search search, std::shared_ptr<const EncodedBatch> batch, int source,
                 std::unique_ptr<KvCache> cache)
-      : search(search), batch(std::move(batch)), source(source), cache(std::move(cache)) {}
+      : search(std::move(search)), batch(std::move(batch)), source(source), cache(std::move(cache)) {}
   Search search;
   std::shared_ptr<const EncodedBatch> batch;
   int source;  // index into batch

@@ -42,8 +42,11 @@ int64_t KvBlockPool::blocks_allocated() const {
   return static_cast<int64_t>(all_.size());
 }
 
-KvCache::KvCache(KvBlockPool* pool, int layers, int d_model, int slots)
-    : pool_(pool), layers_(layers), d_(d_model), blocks_(slots) {}
+KvCache::KvCache(KvBlockPool* pool, int layers, int d_model, int slots, int max_positions)
+    : pool_(pool), layers_(layers), d_(d_model), blocks_(slots) {
+  const int blocks = (max_positions + kBlockPositions - 1) / kBlockPositions;
+  for (auto& slot : blocks_) slot.reserve(blocks);
+}
 
 KvCache::~KvCache() {
   for (auto& slot : blocks_) {

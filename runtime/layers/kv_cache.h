@@ -46,7 +46,9 @@ class KvCache {
     return int64_t{layers} * 2 * kBlockPositions * d_model;
   }
 
-  KvCache(KvBlockPool* pool, int layers, int d_model, int slots);
+  // max_positions (optional): the most positions Reserve() will be asked for, so that the block
+  // tables are sized once here and Reserve() allocates nothing but pool blocks.
+  KvCache(KvBlockPool* pool, int layers, int d_model, int slots, int max_positions = 0);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;

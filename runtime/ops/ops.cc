@@ -1,9 +1,284 @@
 #include "ops/ops.h"
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GLOSSA_OPS_X86 1
+#include <immintrin.h>
+#else
+#define GLOSSA_OPS_X86 0
+#endif
+
 namespace glossa::ops {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+bool CpuHasAvx512() {
+#if GLOSSA_OPS_X86
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& Avx512Flag() {
+  static std::atomic<bool> flag{CpuHasAvx512()};
+  return flag;
+}
+
+bool UseAvx512() { return Avx512Flag().load(std::memory_order_relaxed); }
+
+// Inserts (score, id) into best[0..kept), sorted by score descending with equal scores in
+// insertion order; when the list is full (kept == k) the last entry is dropped. The caller
+// checks that the entry belongs there (kept < k or score > best[k - 1].score).
+inline void Insert(ScoredId* best, int& kept, int k, float score, int32_t id) {
+  int pos = kept < k ? kept++ : k - 1;
+  while (pos > 0 && best[pos - 1].score < score) {
+    best[pos] = best[pos - 1];
+    --pos;
+  }
+  best[pos] = {score, id};
+}
+
+// ---- Portable kernels (scalar, libm's exp) -------------------------------------------------
+
+float MaxPortable(const float* x, int64_t n) {
+  float max = -kInf;
+  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
+  return max;
+}
+
+// Summed in double: a float running sum over a vocabulary of 15k loses ~1e-5 relative.
+float SumExpPortable(const float* x, int64_t n, float max) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - max);
+  return static_cast<float>(sum);
+}
+
+LogSumExp LogSumExpPortable(const float* x, int64_t n) {
+  const float max = MaxPortable(x, n);
+  return {max, std::log(SumExpPortable(x, n, max))};
+}
+
+ArgMaxLogSumExp ArgMaxLogSumExpPortable(const float* x, int64_t n) {
+  ArgMaxLogSumExp r;
+  r.index = ArgMax(x, n);
+  r.lse = LogSumExpPortable(x, n);
+  return r;
+}
+
+int TopKLogProbsPortable(const float* x, int64_t n, LogSumExp lse, float offset, int k,
+                         ScoredId* best) {
+  int kept = 0;
+  if (k <= 0) return 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = ((x[i] - lse.max) - lse.log_sum) + offset;
+    if (kept < k || s > best[k - 1].score) Insert(best, kept, k, s, static_cast<int32_t>(i));
+  }
+  return kept;
+}
+
+#if GLOSSA_OPS_X86
+// ---- AVX-512 kernels -----------------------------------------------------------------------
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wuninitialized and
+// -Wmaybe-uninitialized report once inlined into a target("avx512f") function.
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define GLOSSA_AVX512 __attribute__((target("avx512f")))
+
+// Mask of the first `lanes` (0..16) lanes.
+inline __mmask16 LaneMask(int64_t lanes) {
+  return lanes >= 16 ? static_cast<__mmask16>(0xFFFF)
+                     : static_cast<__mmask16>((1u << (lanes > 0 ? lanes : 0)) - 1u);
+}
+
+// e^x, lane by lane: Cephes' expf (range reduction by ln 2 in two parts, degree-6 polynomial,
+// 2^n by scalef). x is first clamped to [-110, 88.8] (NaN passes through: vmaxps/vminps return
+// their second operand when one is NaN), so -inf gives 0 and +inf gives +inf instead of NaN.
+GLOSSA_AVX512 inline __m512 Exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-110.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+GLOSSA_AVX512 void ExpAvx512(const float* x, int64_t n, float* y) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, Exp16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 mask = LaneMask(n - i);
+    _mm512_mask_storeu_ps(y + i, mask, Exp16(_mm512_maskz_loadu_ps(mask, x + i)));
+  }
+}
+
+GLOSSA_AVX512 float MaxAvx512(const float* x, int64_t n) {
+  __m512 m0 = _mm512_set1_ps(-kInf), m1 = m0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
+  }
+  for (; i < n; i += 16) m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(m0, LaneMask(n - i), x + i));
+  return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+}
+
+// Σ e^(x[i] - max), in two vector accumulators.
+GLOSSA_AVX512 float SumExpAvx512(const float* x, int64_t n, float max) {
+  const __m512 vmax = _mm512_set1_ps(max);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm512_add_ps(s0, Exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmax)));
+    s1 = _mm512_add_ps(s1, Exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vmax)));
+  }
+  if (i + 16 <= n) {
+    s0 = _mm512_add_ps(s0, Exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmax)));
+    i += 16;
+  }
+  if (i < n) {
+    const __mmask16 mask = LaneMask(n - i);
+    s1 = _mm512_mask_add_ps(s1, mask, s1,
+                            Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), vmax)));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+GLOSSA_AVX512 LogSumExp LogSumExpAvx512(const float* x, int64_t n) {
+  const float max = MaxAvx512(x, n);
+  return {max, std::log(SumExpAvx512(x, n, max))};
+}
+
+// Largest value and the first index holding it, in two interleaved (value, index) accumulators:
+// each lane keeps the first index of its running maximum (strictly greater replaces), and the
+// final reduction takes the lowest index among the lanes holding the overall maximum.
+GLOSSA_AVX512 ArgMaxLogSumExp ArgMaxLogSumExpAvx512(const float* x, int64_t n) {
+  __m512 m0 = _mm512_set1_ps(-kInf), m1 = m0;
+  __m512i i0 = _mm512_setzero_si512(), i1 = i0;
+  __m512i c0 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i c1 = _mm512_add_epi32(c0, _mm512_set1_epi32(16));
+  const __m512i step = _mm512_set1_epi32(32);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
+    const __mmask16 g0 = _mm512_cmp_ps_mask(v0, m0, _CMP_GT_OQ);
+    const __mmask16 g1 = _mm512_cmp_ps_mask(v1, m1, _CMP_GT_OQ);
+    m0 = _mm512_mask_mov_ps(m0, g0, v0);
+    m1 = _mm512_mask_mov_ps(m1, g1, v1);
+    i0 = _mm512_mask_mov_epi32(i0, g0, c0);
+    i1 = _mm512_mask_mov_epi32(i1, g1, c1);
+    c0 = _mm512_add_epi32(c0, step);
+    c1 = _mm512_add_epi32(c1, step);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 mask = LaneMask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, x + i);
+    const __mmask16 g = _mm512_mask_cmp_ps_mask(mask, v, m0, _CMP_GT_OQ);
+    m0 = _mm512_mask_mov_ps(m0, g, v);
+    i0 = _mm512_mask_mov_epi32(i0, g, c0);
+    c0 = _mm512_add_epi32(c0, _mm512_set1_epi32(16));
+  }
+  const float max = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+  const __m512 vmax = _mm512_set1_ps(max);
+  const __m512i none = _mm512_set1_epi32(std::numeric_limits<int32_t>::max());
+  const __m512i k0 = _mm512_mask_mov_epi32(none, _mm512_cmp_ps_mask(m0, vmax, _CMP_EQ_OQ), i0);
+  const __m512i k1 = _mm512_mask_mov_epi32(none, _mm512_cmp_ps_mask(m1, vmax, _CMP_EQ_OQ), i1);
+  int32_t index = _mm512_reduce_min_epi32(_mm512_min_epi32(k0, k1));
+  if (index == std::numeric_limits<int32_t>::max()) index = 0;  // no lane equals max: NaN max
+  ArgMaxLogSumExp r;
+  r.index = index;
+  r.lse = {max, std::log(SumExpAvx512(x, n, max))};
+  return r;
+}
+
+// Scores s = ((x - max) - log_sum) + offset, 16 at a time; only lanes above the current k-th
+// best go through the scalar insertion, which rechecks them against the rising threshold.
+GLOSSA_AVX512 int TopKLogProbsAvx512(const float* x, int64_t n, LogSumExp lse, float offset,
+                                     int k, ScoredId* best) {
+  if (k <= 0) return 0;
+  int kept = 0;
+  int64_t i = 0;
+  for (; i < n && kept < k; ++i) {
+    Insert(best, kept, k, ((x[i] - lse.max) - lse.log_sum) + offset, static_cast<int32_t>(i));
+  }
+  if (kept < k) return kept;
+  const __m512 vmax = _mm512_set1_ps(lse.max), vlog = _mm512_set1_ps(lse.log_sum),
+               voff = _mm512_set1_ps(offset);
+  alignas(64) float lanes[16];
+  for (; i < n; i += 16) {
+    const __mmask16 mask = LaneMask(n - i);
+    const __m512 s = _mm512_add_ps(
+        _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), vmax), vlog), voff);
+    unsigned above = _mm512_mask_cmp_ps_mask(mask, s, _mm512_set1_ps(best[k - 1].score),
+                                             _CMP_GT_OQ);
+    if (above == 0) continue;
+    _mm512_store_ps(lanes, s);
+    for (; above != 0; above &= above - 1) {
+      const int j = __builtin_ctz(above);
+      if (lanes[j] > best[k - 1].score) {
+        Insert(best, kept, k, lanes[j], static_cast<int32_t>(i + j));
+      }
+    }
+  }
+  return kept;
+}
+
+GLOSSA_AVX512 void SoftmaxAvx512(float* x, int64_t n) {
+  const float max = MaxAvx512(x, n);
+  const __m512 vmax = _mm512_set1_ps(max);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = LaneMask(n - i);
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), vmax));
+    sum = _mm512_mask_add_ps(sum, mask, sum, e);
+    _mm512_mask_storeu_ps(x + i, mask, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = LaneMask(n - i);
+    _mm512_mask_storeu_ps(x + i, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), inv));
+  }
+}
+
+GLOSSA_AVX512 void LogSoftmaxAvx512(float* x, int64_t n) {
+  const LogSumExp lse = LogSumExpAvx512(x, n);
+  const __m512 vmax = _mm512_set1_ps(lse.max), vlog = _mm512_set1_ps(lse.log_sum);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = LaneMask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, x + i);
+    _mm512_mask_storeu_ps(x + i, mask, _mm512_sub_ps(_mm512_sub_ps(v, vmax), vlog));
+  }
+}
+
+#undef GLOSSA_AVX512
+#pragma GCC diagnostic pop
+#endif  // GLOSSA_OPS_X86
+
+}  // namespace
+
+namespace internal {
+bool Avx512Enabled() { return UseAvx512(); }
+void SetAvx512Enabled(bool enabled) {
+  Avx512Flag().store(enabled && CpuHasAvx512(), std::memory_order_relaxed);
+}
+}  // namespace internal
 
 void LayerNorm(float* x, int64_t rows, int64_t dim, const float* gamma, const float* beta,
                float eps) {
@@ -22,9 +297,18 @@ void LayerNorm(float* x, int64_t rows, int64_t dim, const float* gamma, const fl
   }
 }
 
+void Exp(const float* x, int64_t n, float* y) {
+#if GLOSSA_OPS_X86
+  if (UseAvx512()) return ExpAvx512(x, n, y);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
 void Softmax(float* x, int64_t n) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
+#if GLOSSA_OPS_X86
+  if (UseAvx512()) return SoftmaxAvx512(x, n);
+#endif
+  const float max = MaxPortable(x, n);
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
     x[i] = std::exp(x[i] - max);
@@ -34,13 +318,33 @@ void Softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+LogSumExp ComputeLogSumExp(const float* x, int64_t n) {
+#if GLOSSA_OPS_X86
+  if (UseAvx512()) return LogSumExpAvx512(x, n);
+#endif
+  return LogSumExpPortable(x, n);
+}
+
 void LogSoftmax(float* x, int64_t n) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - max);
-  const float log_sum = std::log(sum);
-  for (int64_t i = 0; i < n; ++i) x[i] = (x[i] - max) - log_sum;  // PyTorch's order of operations
+#if GLOSSA_OPS_X86
+  if (UseAvx512()) return LogSoftmaxAvx512(x, n);
+#endif
+  const LogSumExp lse = LogSumExpPortable(x, n);
+  for (int64_t i = 0; i < n; ++i) x[i] = (x[i] - lse.max) - lse.log_sum;
+}
+
+ArgMaxLogSumExp ComputeArgMaxLogSumExp(const float* x, int64_t n) {
+#if GLOSSA_OPS_X86
+  if (UseAvx512()) return ArgMaxLogSumExpAvx512(x, n);
+#endif
+  return ArgMaxLogSumExpPortable(x, n);
+}
+
+int TopKLogProbs(const float* x, int64_t n, LogSumExp lse, float offset, int k, ScoredId* best) {
+#if GLOSSA_OPS_X86
+  if (UseAvx512()) return TopKLogProbsAvx512(x, n, lse, offset, k, best);
+#endif
+  return TopKLogProbsPortable(x, n, lse, offset, k, best);
 }
 
 void EmbedTokens(const float* table, const float* positions, const int* ids, const int* pos,

@@ -8,8 +8,10 @@
 // --server the load goes to a running server instead.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <thread>
@@ -35,8 +37,14 @@ ABSL_FLAG(std::string, rates, "", "Open-loop runs: Poisson arrival rates, senten
 ABSL_FLAG(double, seconds, 20, "Length of each open-loop run");
 ABSL_FLAG(int, beam_size, 1, "Beam size of every request");
 ABSL_FLAG(int, max_output_tokens, 256, "max_output_tokens of every request");
+ABSL_FLAG(int, workers, 1, "In-process server: engine workers (step loops)");
 ABSL_FLAG(int, threads, 1, "In-process server: compute threads per engine worker");
 ABSL_FLAG(int, max_active_sequences, 64, "In-process server: sentences decoded together");
+ABSL_FLAG(std::string, compute_type, "",
+          "In-process server: float32, bfloat16 or int8 (as glossa-server --compute_type); "
+          "empty: as the model file stores its weights");
+ABSL_FLAG(bool, float32_output_layer, false,
+          "In-process server: keep the output projection in float32 (as glossa-server)");
 
 namespace v1 = glossa::v1;
 using glossa::bench::Percentile;
@@ -101,11 +109,15 @@ class Target {
  private:
   std::string StartInProcess() {
     glossa::EngineOptions options;
+    options.workers = std::max(1, absl::GetFlag(FLAGS_workers));
     options.threads_per_worker = absl::GetFlag(FLAGS_threads);
     options.max_active_sequences = absl::GetFlag(FLAGS_max_active_sequences);
     options.max_active_rows = options.max_active_sequences * 4;
+    glossa::ModelOptions model_options;
+    model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
+    model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
     auto registry = glossa::server::ModelRegistry::Load({"demo=" + absl::GetFlag(FLAGS_model)},
-                                                        options);
+                                                        options, model_options);
     if (!registry.ok()) {
       std::cerr << "glossa-load: " << registry.status() << "\n";
       std::exit(2);
@@ -225,9 +237,15 @@ int main(int argc, char** argv) {
       runs.push_back(OpenLoop(target, *texts, r));
     }
   }
+  const bool in_process = absl::GetFlag(FLAGS_server).empty();
   std::printf("{\n  \"input\": \"%s\",\n  \"sentences\": %zu,\n  \"beam_size\": %d,\n"
-              "  \"cpu\": \"%s\",\n  \"runs\": [\n",
+              "  \"workers\": %d,\n  \"threads\": %d,\n  \"compute_type\": \"%s\",\n"
+              "  \"omp_wait_policy\": \"%s\",\n  \"cpu\": \"%s\",\n  \"runs\": [\n",
               absl::GetFlag(FLAGS_input).c_str(), texts->size(), absl::GetFlag(FLAGS_beam_size),
+              in_process ? std::max(1, absl::GetFlag(FLAGS_workers)) : -1,
+              in_process ? absl::GetFlag(FLAGS_threads) : -1,
+              absl::GetFlag(FLAGS_compute_type).c_str(),
+              std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "",
               glossa::bench::CpuModel().c_str());
   for (size_t i = 0; i < runs.size(); ++i) {
     std::printf("%s%s\n", runs[i].c_str(), i + 1 < runs.size() ? "," : "");

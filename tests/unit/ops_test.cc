@@ -1,6 +1,10 @@
-// Ops against naive C++ references on random and edge shapes (relative error <= 1e-5).
-#include <cmath>
+// Ops against naive C++ references on random and edge shapes (relative error <= 1e-5); the fused
+// vocabulary kernels against the unfused LogSoftmax, bit for bit.
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
@@ -147,9 +151,78 @@ TEST(OpsTest, LayerNormMatchesReference) {
   }
 }
 
-TEST(OpsTest, SoftmaxAndLogSoftmaxMatchReference) {
+// The row kernels run twice: with AVX-512 (where the CPU has it) and portable.
+class RowKernelTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    saved_ = ops::internal::Avx512Enabled();
+    ops::internal::SetAvx512Enabled(GetParam());
+    if (GetParam() && !ops::internal::Avx512Enabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  }
+  void TearDown() override { ops::internal::SetAvx512Enabled(saved_); }
+  bool saved_ = false;
+};
+
+INSTANTIATE_TEST_SUITE_P(Kernels, RowKernelTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Avx512" : "Portable"; });
+
+uint32_t Bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+
+// Distance in units in the last place between two non-negative floats (0 and subnormals
+// included: consecutive non-negative floats have consecutive bit patterns).
+int64_t UlpDistance(float a, float b) {
+  return std::abs(static_cast<int64_t>(Bits(a)) - static_cast<int64_t>(Bits(b)));
+}
+
+// Every 97th float in [-120, -1e-6] and [1e-6, 100] (about 4.6 million values; exp's result spans
+// 0, subnormals, normals and +inf), against the correctly rounded e^x.
+TEST_P(RowKernelTest, ExpIsWithinTwoUlpOfTheCorrectlyRoundedResult) {
+  std::vector<float> x;
+  for (float v = -120.0f; v < -1e-6f;) {
+    x.push_back(v);
+    const uint32_t u = Bits(v) - 97;  // toward zero
+    std::memcpy(&v, &u, 4);
+  }
+  for (float v = 1e-6f; v < 100.0f;) {
+    x.push_back(v);
+    const uint32_t u = Bits(v) + 97;
+    std::memcpy(&v, &u, 4);
+  }
+  x.insert(x.end(), {0.0f, -0.0f, 1.0f, -1.0f, 88.72283f, 88.7228394f, -87.33654f, -103.9721f,
+                     -104.0f, 1e-30f, -1e-30f, 1000.0f, -1000.0f});
+  std::vector<float> y(x.size());
+  ops::Exp(x.data(), static_cast<int64_t>(x.size()), y.data());
+  int64_t worst = 0;
+  float worst_x = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float expected = static_cast<float>(std::exp(static_cast<double>(x[i])));
+    ASSERT_EQ(std::isinf(y[i]), std::isinf(expected)) << "x = " << x[i];
+    ASSERT_EQ(y[i] == 0.0f, expected == 0.0f) << "x = " << x[i];
+    const int64_t d = UlpDistance(y[i], expected);
+    if (d > worst) {
+      worst = d;
+      worst_x = x[i];
+    }
+  }
+  EXPECT_LE(worst, 2) << "at x = " << worst_x;
+  std::printf("exp: %zu values, largest error %lld ulp (x = %g)\n", x.size(),
+              static_cast<long long>(worst), worst_x);
+
+  const std::vector<float> special = {-INFINITY, INFINITY, NAN};
+  std::vector<float> out(3);
+  ops::Exp(special.data(), 3, out.data());
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], INFINITY);
+  EXPECT_TRUE(std::isnan(out[2]));
+}
+
+TEST_P(RowKernelTest, SoftmaxAndLogSoftmaxMatchReference) {
   std::mt19937 rng(2);
-  for (int64_t n : {1, 2, 9, 15315}) {
+  for (int64_t n : {1, 2, 9, 16, 17, 33, 15315}) {
     auto x = Random(n, rng, 5.0f);
     x[0] = 80.0f;  // large values must not overflow
     std::vector<double> soft(n), log_soft(n);
@@ -168,11 +241,100 @@ TEST(OpsTest, SoftmaxAndLogSoftmaxMatchReference) {
   }
 }
 
-TEST(OpsTest, LogSoftmaxKeepsMinusInfinity) {
-  std::vector<float> x = {1.0f, -INFINITY, 2.0f};
-  ops::LogSoftmax(x.data(), 3);
-  EXPECT_TRUE(std::isinf(x[1]) && x[1] < 0);
-  EXPECT_NEAR(std::exp(x[0]) + std::exp(x[2]), 1.0, 1e-6);
+TEST_P(RowKernelTest, LogSoftmaxKeepsMinusInfinity) {
+  for (int64_t n : {3, 40}) {
+    std::vector<float> x(n, -3.0f);
+    x[0] = 1.0f;
+    x[1] = -INFINITY;
+    x[2] = 2.0f;
+    ops::LogSoftmax(x.data(), n);
+    EXPECT_TRUE(std::isinf(x[1]) && x[1] < 0);
+    double total = 0;
+    for (float v : x) total += std::exp(double{v});
+    EXPECT_NEAR(total, 1.0, 1e-6);
+  }
+}
+
+// Rows the search sees: random logits, some -inf (banned ids), repeated values (ties), lengths
+// around the vector width and the real vocabulary.
+std::vector<std::vector<float>> TestRows() {
+  std::mt19937 rng(5);
+  std::vector<std::vector<float>> rows;
+  for (int64_t n : {1, 2, 5, 15, 16, 17, 31, 32, 33, 47, 100, 1000, 15315}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      auto x = Random(n, rng, 3.0f);
+      if (variant >= 1) {  // ties: a few values repeated at scattered places
+        std::uniform_int_distribution<int64_t> at(0, n - 1);
+        for (int j = 0; j < 8; ++j) x[at(rng)] = x[at(rng)];
+      }
+      if (variant >= 2 && n > 1) x[n / 2] = -INFINITY;
+      if (variant == 3) {  // the largest value twice, and in the tail
+        x[n - 1] = 20.0f;
+        x[n / 3] = 20.0f;
+      }
+      rows.push_back(x);
+    }
+  }
+  rows.push_back({-INFINITY, -INFINITY, 0.0f});
+  rows.push_back(std::vector<float>(37, 1.5f));  // all equal
+  return rows;
+}
+
+TEST_P(RowKernelTest, LogSumExpIsLogSoftmaxsNormaliser) {
+  for (const auto& x : TestRows()) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    const ops::LogSumExp lse = ops::ComputeLogSumExp(x.data(), n);
+    double max = -INFINITY, sum = 0;
+    for (float v : x) max = std::max<double>(max, v);
+    for (float v : x) sum += std::exp(double{v} - max);
+    EXPECT_EQ(lse.max, static_cast<float>(max));
+    EXPECT_NEAR(lse.log_sum, std::log(sum), 1e-6 * std::max(1.0, std::log(sum))) << "n " << n;
+    auto l = x;
+    ops::LogSoftmax(l.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(Bits(l[i]), Bits((x[i] - lse.max) - lse.log_sum)) << "n " << n << " at " << i;
+    }
+  }
+}
+
+TEST_P(RowKernelTest, ArgMaxLogSumExpTakesTheFirstLargest) {
+  for (const auto& x : TestRows()) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    const ops::ArgMaxLogSumExp r = ops::ComputeArgMaxLogSumExp(x.data(), n);
+    EXPECT_EQ(r.index, ops::ArgMax(x.data(), n)) << "n " << n;
+    const ops::LogSumExp lse = ops::ComputeLogSumExp(x.data(), n);
+    EXPECT_EQ(Bits(r.lse.max), Bits(lse.max));
+    EXPECT_EQ(Bits(r.lse.log_sum), Bits(lse.log_sum));
+  }
+}
+
+// TopKLogProbs == LogSoftmax, + offset, stable sort by score (descending), first k: the same ids
+// in the same order, bit-identical scores.
+TEST_P(RowKernelTest, TopKLogProbsEqualsLogSoftmaxThenStableSort) {
+  for (const auto& x : TestRows()) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    for (int k : {1, 2, 8, 32}) {
+      for (float offset : {0.0f, -3.75f}) {
+        const ops::LogSumExp lse = ops::ComputeLogSumExp(x.data(), n);
+        auto l = x;
+        ops::LogSoftmax(l.data(), n);
+        std::vector<ops::ScoredId> expected;
+        for (int64_t i = 0; i < n; ++i) {
+          expected.push_back({l[i] + offset, static_cast<int32_t>(i)});
+        }
+        std::stable_sort(expected.begin(), expected.end(),
+                         [](const auto& a, const auto& b) { return a.score > b.score; });
+        expected.resize(std::min<int64_t>(k, n));
+        std::vector<ops::ScoredId> best(k);
+        const int kept = ops::TopKLogProbs(x.data(), n, lse, offset, k, best.data());
+        ASSERT_EQ(kept, static_cast<int>(expected.size()));
+        for (int j = 0; j < kept; ++j) {
+          ASSERT_EQ(best[j].id, expected[j].id) << "n " << n << " k " << k << " rank " << j;
+          ASSERT_EQ(Bits(best[j].score), Bits(expected[j].score));
+        }
+      }
+    }
+  }
 }
 
 TEST(OpsTest, ArgMaxTakesTheFirstOfTies) {

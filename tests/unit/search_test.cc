@@ -113,7 +113,9 @@ TEST(SearchTest, BeamNBestIsSortedAndScoredLikeHuggingFace) {
     const auto hyps = RunToy(o);
     ASSERT_EQ(hyps.size(), 4u);
     for (size_t i = 0; i < hyps.size(); ++i) {
-      if (i > 0) EXPECT_GE(hyps[i - 1].score, hyps[i].score);
+      if (i > 0) {
+        EXPECT_GE(hyps[i - 1].score, hyps[i].score);
+      }
       const auto& tokens = hyps[i].tokens;
       EXPECT_EQ(tokens.back(), kEos);
       for (int t : tokens) EXPECT_NE(t, kStart);
@@ -122,6 +124,51 @@ TEST(SearchTest, BeamNBestIsSortedAndScoredLikeHuggingFace) {
       EXPECT_NEAR(hyps[i].score, expected, 1e-4) << "hypothesis " << i;
     }
   }
+}
+
+// A banned id with the largest logit is never chosen, and still counts in the normaliser
+// (Hugging Face bans after log_softmax): the fused greedy and beam paths handle it.
+TEST(SearchTest, ABannedIdWithTheLargestLogitIsSkippedButNormalises) {
+  const std::vector<float> row = {0.5f, 2.0f, -1.0f, 1.5f, 0.0f, 9.0f};  // kStart (5) is banned
+  std::vector<float> log_probs = row;
+  ops::LogSoftmax(log_probs.data(), kVocab);
+
+  SearchOptions greedy;
+  greedy.max_new_tokens = 10;
+  Search g(greedy, ToyVocab());
+  std::vector<float> logits = row;
+  g.Advance(logits.data());
+  ASSERT_FALSE(g.done());
+  EXPECT_EQ(g.input_token(0), 1);
+  std::vector<float> eos(kVocab, -5.0f);
+  eos[kEos] = 5.0f;
+  std::vector<float> eos_log_probs = eos;
+  ops::LogSoftmax(eos_log_probs.data(), kVocab);
+  g.Advance(eos.data());
+  ASSERT_TRUE(g.done());
+  EXPECT_EQ(g.Results()[0].tokens, (std::vector<int>{1, kEos}));
+  EXPECT_NEAR(g.Results()[0].score, double{log_probs[1]} + eos_log_probs[kEos], 1e-6);
+
+  // Beam 2, two tokens at most: the second step is the forced EOS (log-probability 0).
+  SearchOptions beam;
+  beam.beam_size = 2;
+  beam.num_hypotheses = 2;
+  beam.max_new_tokens = 2;
+  Search b(beam, ToyVocab());
+  logits = row;
+  b.Advance(logits.data());
+  ASSERT_EQ(b.active_beams(), 2);
+  EXPECT_EQ(b.input_token(0), 1);
+  EXPECT_EQ(b.input_token(1), 3);
+  std::vector<float> next(2 * kVocab, 0.0f);
+  b.Advance(next.data());
+  ASSERT_TRUE(b.done());
+  const auto hyps = b.Results();
+  ASSERT_EQ(hyps.size(), 2u);
+  EXPECT_EQ(hyps[0].tokens, (std::vector<int>{1, kEos}));
+  EXPECT_EQ(hyps[1].tokens, (std::vector<int>{3, kEos}));
+  EXPECT_NEAR(hyps[0].score, log_probs[1] / 2.0, 1e-6);
+  EXPECT_NEAR(hyps[1].score, log_probs[3] / 2.0, 1e-6);
 }
 
 TEST(SearchTest, NumHypothesesIsClampedToTheBeam) {

@@ -3,7 +3,7 @@
 # 0.0.0.0:50051 (gRPC) and 0.0.0.0:9464 (metrics), configured by arguments or environment:
 #   GLOSSA_MODELS="name=/models/x.glossa,other=/models/y.glossa"   the models (--model), unless
 #                  the arguments or GLOSSA_FLAGS name --model; unset: the bundled demo model
-#   GLOSSA_FLAGS="--workers=1 --threads=2 --shutdown_timeout=30s"   more glossa-server flags,
+#   GLOSSA_FLAGS="--workers=2 --threads=1 --shutdown_timeout=30s"   more glossa-server flags,
 #                  split on spaces (so no spaces inside a value)
 # Arguments come last and win (for a flag given twice the last value counts; --model adds up):
 #   docker run glossa --listen 0.0.0.0:6000 --threads 2

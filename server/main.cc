@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "util/threads.h"
 #include "util/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
@@ -40,7 +42,9 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus metrics address, HOST:PORT, served at /metrics (port 0 picks a free one; "
           "empty: no metrics endpoint). If this default address is taken the server warns and "
           "runs without metrics; an address given explicitly must be free.");
-ABSL_FLAG(int, workers, 1, "Engine workers (step loops) per model");
+ABSL_FLAG(int, workers, 0, "Engine workers (step loops) per model; 0 = one per CPU core, at "
+          "most 8. Each worker batches the sentences it holds step by step; measured on 2 cores, "
+          "2 workers x 1 thread served 32 clients 1.6x faster than 1 x 1");
 ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP) per engine worker; workers × threads "
           "should not exceed the cores");
 ABSL_FLAG(std::string, compute_type, "",
@@ -165,6 +169,7 @@ sigset_t BlockShutdownSignals() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  glossa::UsePassiveOmpWait(argv);
   glossa::SetUsage(
       "Serves translation models over gRPC (service glossa.v1.Translator, health, reflection).\n"
       "  glossa-server [--model NAME=PATH ...] [--listen HOST:PORT]");
@@ -178,6 +183,9 @@ int main(int argc, char** argv) {
   if (specs.empty()) specs.push_back("opus-mt-es-en=" + DefaultModelPath(argv[0]));
   glossa::EngineOptions engine;
   engine.workers = absl::GetFlag(FLAGS_workers);
+  if (engine.workers <= 0) {
+    engine.workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+  }
   engine.threads_per_worker = absl::GetFlag(FLAGS_threads);
   engine.max_beam_size = absl::GetFlag(FLAGS_max_beam_size);
   engine.default_beam_size = absl::GetFlag(FLAGS_default_beam_size);

@@ -71,6 +71,7 @@ void WriteChunk(const std::vector<glossa::Translation>& results, size_t first_in
 }  // namespace
 
 int main(int argc, char** argv) {
+  glossa::UsePassiveOmpWait(argv);
   glossa::SetUsage(
       "Translates sentences, one per line, with a Glossa model.\n"
       "  glossa-translate --model MODEL.glossa [--beam_size N] < in.txt > out.txt");

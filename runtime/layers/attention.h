@@ -21,6 +21,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GLOSSA_ATTENTION_X86 1
 #include <immintrin.h>
+
+#include "ops/avx512_math.h"
 #else
 #define GLOSSA_ATTENTION_X86 0
 #endif
@@ -86,11 +88,7 @@ inline bool HasAvx512() {
   return has;
 }
 
-// Mask of the first `lanes` (0..16) lanes.
-inline __mmask16 LaneMask(int lanes) {
-  return lanes >= 16 ? static_cast<__mmask16>(0xFFFF)
-                     : static_cast<__mmask16>((1u << std::max(lanes, 0)) - 1u);
-}
+using avx512::LaneMask;
 
 // Columns [c, c + 16 * kVectors) of the dot products; masks[j] covers vector j of the pass.
 template <int kVectors>
@@ -164,24 +162,6 @@ __attribute__((target("avx512f"))) inline void AddWeightedRowsAvx512(const float
   }
 }
 
-// e^x, lane by lane (Cephes expf: range reduction by ln 2, degree-6 polynomial, 2^n by scalef,
-// which also gives 0 and +inf outside the float range). Within 1 ulp of std::exp for
-// x in [-104, 0] with a normal result (checked on 4M points).
-__attribute__((target("avx512f"))) inline __m512 ExpAvx512(__m512 x) {
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
 // x[0..n) = softmax(x[0..n)).
 __attribute__((target("avx512f"))) inline void SoftmaxAvx512(float* x, int n) {
   __m512 m = _mm512_set1_ps(-__builtin_inff());
@@ -192,7 +172,7 @@ __attribute__((target("avx512f"))) inline void SoftmaxAvx512(float* x, int n) {
   __m512 sum = _mm512_setzero_ps();
   for (int i = 0; i < n; i += 16) {
     const __mmask16 mask = LaneMask(n - i);
-    const __m512 e = ExpAvx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), max));
+    const __m512 e = avx512::Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), max));
     sum = _mm512_mask_add_ps(sum, mask, sum, e);
     _mm512_mask_storeu_ps(x + i, mask, e);
   }

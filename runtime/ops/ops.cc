@@ -7,6 +7,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GLOSSA_OPS_X86 1
 #include <immintrin.h>
+
+#include "ops/avx512_math.h"
 #else
 #define GLOSSA_OPS_X86 0
 #endif
@@ -95,30 +97,8 @@ int TopKLogProbsPortable(const float* x, int64_t n, LogSumExp lse, float offset,
 
 #define GLOSSA_AVX512 __attribute__((target("avx512f")))
 
-// Mask of the first `lanes` (0..16) lanes.
-inline __mmask16 LaneMask(int64_t lanes) {
-  return lanes >= 16 ? static_cast<__mmask16>(0xFFFF)
-                     : static_cast<__mmask16>((1u << (lanes > 0 ? lanes : 0)) - 1u);
-}
-
-// e^x, lane by lane: Cephes' expf (range reduction by ln 2 in two parts, degree-6 polynomial,
-// 2^n by scalef). x is first clamped to [-110, 88.8] (NaN passes through: vmaxps/vminps return
-// their second operand when one is NaN), so -inf gives 0 and +inf gives +inf instead of NaN.
-GLOSSA_AVX512 inline __m512 Exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-110.0f), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
+using avx512::Exp16;
+using avx512::LaneMask;
 
 GLOSSA_AVX512 void ExpAvx512(const float* x, int64_t n, float* y) {
   int64_t i = 0;

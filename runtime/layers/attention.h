@@ -162,26 +162,6 @@ __attribute__((target("avx512f"))) inline void AddWeightedRowsAvx512(const float
   }
 }
 
-// x[0..n) = softmax(x[0..n)).
-__attribute__((target("avx512f"))) inline void SoftmaxAvx512(float* x, int n) {
-  __m512 m = _mm512_set1_ps(-__builtin_inff());
-  for (int i = 0; i < n; i += 16) {
-    m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, LaneMask(n - i), x + i));
-  }
-  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(m));
-  __m512 sum = _mm512_setzero_ps();
-  for (int i = 0; i < n; i += 16) {
-    const __mmask16 mask = LaneMask(n - i);
-    const __m512 e = avx512::Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), max));
-    sum = _mm512_mask_add_ps(sum, mask, sum, e);
-    _mm512_mask_storeu_ps(x + i, mask, e);
-  }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-  for (int i = 0; i < n; i += 16) {
-    const __mmask16 mask = LaneMask(n - i);
-    _mm512_mask_storeu_ps(x + i, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), inv));
-  }
-}
 #pragma GCC diagnostic pop
 #endif  // GLOSSA_ATTENTION_X86
 
@@ -200,13 +180,6 @@ inline void AddWeightedRows(const float* p, const float* const* rows, int n, int
   if (HasAvx512()) return AddWeightedRowsAvx512(p, rows, n, dim, out);
 #endif
   AddWeightedRowsPortable(p, rows, n, dim, out);
-}
-
-inline void Softmax(float* x, int n) {
-#if GLOSSA_ATTENTION_X86
-  if (HasAvx512()) return SoftmaxAvx512(x, n);
-#endif
-  ops::Softmax(x, n);
 }
 
 }  // namespace attention_internal
@@ -228,7 +201,7 @@ void AttendRow(const float* q, int heads, int head_dim, int num_keys, KeyRow key
       for (int j = 0; j < n; ++j) rows[j] = key_row(t0 + j) + off;
       attention_internal::DotRows(q + off, rows, n, head_dim, scores + t0);
     }
-    attention_internal::Softmax(scores, num_keys);
+    ops::Softmax(scores, num_keys);
     float* oh = out + off;
     std::fill(oh, oh + head_dim, 0.0f);
     for (int t0 = 0; t0 < num_keys; t0 += kChunkRows) {

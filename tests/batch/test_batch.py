@@ -363,14 +363,18 @@ class TranslateFileTest(BatchTestCase):
         self.assertWrittenOnce(out, 1000)
 
     def test_only_server_killed_and_restarted(self):
-        source, want = self.prefix(500)
+        # 2000 lines and checkpoints every 0.1 s: with 500 lines and the default 1 s checkpoints,
+        # the job once finished (its output ahead of the journal) before the kill reached it.
+        source, want = self.prefix(2000)
         out = self.path("out.en")
         proc, err = self.start_batch(source, out, "--max_backoff", "1s", "--max_attempts", "30",
+                                     "--checkpoint_interval", "0.1s",
                                      server_list=[servers[1].address])
         self.wait_for_line(out, 100, proc)
         servers[1].kill()
         try:
             time.sleep(1.0)
+            self.assertLess(last_written(out), 2000, "the job finished before the server was killed")
             self.assertIsNone(proc.poll(), "glossa-batch gave up while the server was down")
         finally:
             servers[1].restart()
@@ -378,7 +382,7 @@ class TranslateFileTest(BatchTestCase):
         self.assertEqual(rc, 0, log)
         self.assertRegex(log, r"UNAVAILABLE .*; retry \d+/29 in")
         self.assertSameFile(read(out), want, "with the server restarted")
-        self.assertWrittenOnce(out, 500)
+        self.assertWrittenOnce(out, 2000)
 
     def test_shards_merged_equal_the_whole(self):
         source, want = self.prefix(900)

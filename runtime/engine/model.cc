@@ -14,7 +14,7 @@ absl::StatusOr<WeightOptions> ChooseComputeTypes(const ModelFile& file, const st
   WeightOptions w;
   if (!ParseComputeType(name, &w.compute)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "compute type '", name, "' is not one of float32, bfloat16, int8",
+        "compute type '", name, "' is not one of ", ComputeTypeNames(),
         options.compute_type.empty() ? absl::StrCat(" (the dtype of ", file.path(), ")") : ""));
   }
   w.output_compute = w.compute;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "ops/ops.h"
 #include "ops/quantize.h"
 
 namespace glossa {
@@ -50,6 +51,7 @@ MatmulTypes TypesOf(ComputeType compute) {
     case ComputeType::kBFloat16:
       return {dt::bf16, dt::bf16, dt::f32};
     case ComputeType::kInt8:
+    case ComputeType::kInt8Fast:
       return {dt::u8, dt::s8, dt::s32};
     case ComputeType::kFloat32:
       break;
@@ -67,8 +69,7 @@ void ApplyActivation(Activation activation, float* y, int64_t n) {
       for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
       return;
     case Activation::kSwish:
-      for (int64_t i = 0; i < n; ++i) y[i] = y[i] / (1.0f + std::exp(-y[i]));
-      return;
+      return ops::Swish(y, n);
     case Activation::kGelu:
       for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * y[i] * (1.0f + std::erf(y[i] * 0.70710678f));
       return;
@@ -195,14 +196,19 @@ const char* ComputeTypeName(ComputeType type) {
       return "bfloat16";
     case ComputeType::kInt8:
       return "int8";
+    case ComputeType::kInt8Fast:
+      return "int8_fast";
     case ComputeType::kFloat32:
       break;
   }
   return "float32";
 }
 
+const char* ComputeTypeNames() { return "float32, bfloat16, int8, int8_fast"; }
+
 bool ParseComputeType(const std::string& name, ComputeType* type) {
-  for (ComputeType t : {ComputeType::kFloat32, ComputeType::kBFloat16, ComputeType::kInt8}) {
+  for (ComputeType t : {ComputeType::kFloat32, ComputeType::kBFloat16, ComputeType::kInt8,
+                        ComputeType::kInt8Fast}) {
     if (name == ComputeTypeName(t)) {
       *type = t;
       return true;
@@ -217,10 +223,11 @@ Linear::Linear(const LinearWeights& weights, const float* bias, int64_t in, int6
       out_(out),
       activation_(activation),
       compute_(compute),
-      piece_rows_(in * out * 4 > kLargeWeightBytes ? kMaxPieceRows : kSmallPieceRows) {
+      piece_rows_((in * out * 4 > kLargeWeightBytes ? kMaxPieceRows : kSmallPieceRows) /
+                  (compute == ComputeType::kInt8 ? 2 : 1)) {
   PrepareWeights(weights);
   if (bias != nullptr) {
-    if (compute_ == ComputeType::kInt8) {
+    if (IsInt8(compute_)) {
       bias_ = bias;  // added by our epilogue
     } else {
       bias_mem_ = memory({{1, out}, dt::f32, tag::ab}, CpuEngine(), const_cast<float*>(bias));
@@ -251,7 +258,7 @@ void Linear::PrepareWeights(const LinearWeights& w) {
   const float* f32 = w.f32;
   const bool keep = (compute_ == ComputeType::kFloat32 && w.f32 != nullptr) ||
                     (compute_ == ComputeType::kBFloat16 && w.bf16 != nullptr) ||
-                    (compute_ == ComputeType::kInt8 && w.s8 != nullptr);
+                    (IsInt8(compute_) && w.s8 != nullptr);
   if (f32 == nullptr && !keep) {
     widened.resize(n);
     for (int64_t i = 0; i < n; ++i) {
@@ -275,7 +282,8 @@ void Linear::PrepareWeights(const LinearWeights& w) {
         data = own_bf16_.data();
       }
       break;
-    case ComputeType::kInt8: {
+    case ComputeType::kInt8:
+    case ComputeType::kInt8Fast: {
       const int8_t* q = w.s8;
       if (keep) {
         scales_.assign(w.s8_scales, w.s8_scales + out_);
@@ -333,7 +341,7 @@ const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) con
   if (const Primitive* p = slot.load(std::memory_order_acquire)) return *p;
   dnnl::post_ops ops;
   if (accumulate) ops.append_sum(1.0f);
-  if (activation_ != Activation::kNone && compute_ != ComputeType::kInt8) {  // int8: ours
+  if (activation_ != Activation::kNone && !IsInt8(compute_)) {  // int8: ours
     // alpha is relu's negative slope (0) and swish's sigmoid scale (1); gelu ignores it.
     const float alpha = activation_ == Activation::kRelu ? 0.0f : 1.0f;
     ops.append_eltwise(1.0f, EltwiseAlgorithm(activation_), alpha, 0.0f);
@@ -376,28 +384,38 @@ void Linear::Forward(const float* x, int64_t rows, float* y, bool accumulate) co
 }
 
 void Linear::ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const {
-  dnnl::stream& stream = ThreadStream();
-  ThreadMemories& memories = ThreadMemories::Get();
-  const bool int8 = compute_ == ComputeType::kInt8;
-  // The int8 primitive has no post-ops: accumulation happens in our epilogue.
-  const Primitive& p = GetPrimitive(rows, accumulate && !int8);
+  if (IsInt8(compute_)) return ForwardInt8Piece(x, rows, y, accumulate);
   const void* src = x;
-  void* dst = y;
-  float* row_scales = nullptr;
-  int32_t* zero_points = nullptr;
   if (compute_ == ComputeType::kBFloat16) {
-    uint16_t* converted = memories.Bf16Input(rows * in_);
+    uint16_t* converted = ThreadMemories::Get().Bf16Input(rows * in_);
     quant::FloatToBf16(x, rows * in_, converted);
     src = converted;
-  } else if (int8) {
-    uint8_t* quantized = memories.U8Input(rows * in_);
-    row_scales = memories.RowScales(rows);
-    zero_points = memories.ZeroPoints(rows);
-    quant::QuantizeActivationRows(x, rows, in_, quantized, row_scales, zero_points);
-    src = quantized;
-    // Without accumulation the s32 results go straight into y and are converted in place.
-    if (accumulate) dst = memories.Accumulators(rows * out_);
   }
+  RunMatmul(GetPrimitive(rows, accumulate), src, rows, y);
+}
+
+// int8: quantize the input (with residual codes: 2 * rows matmul rows), an s32 matmul without
+// post-ops, then our epilogue (accumulation included) and the activation.
+void Linear::ForwardInt8Piece(const float* x, int64_t rows, float* y, bool accumulate) const {
+  ThreadMemories& memories = ThreadMemories::Get();
+  const bool residual = compute_ == ComputeType::kInt8;
+  const int64_t matmul_rows = residual ? 2 * rows : rows;
+  uint8_t* quantized = memories.U8Input(matmul_rows * in_);
+  float* row_scales = memories.RowScales(rows);
+  int32_t* zero_points = memories.ZeroPoints(rows);
+  quant::QuantizeActivationRows(x, rows, in_, quantized, row_scales, zero_points, residual);
+  // One code per value and no accumulation: the s32 results go straight into y, converted in
+  // place.
+  int32_t* acc = residual || accumulate ? memories.Accumulators(matmul_rows * out_)
+                                        : reinterpret_cast<int32_t*>(y);
+  RunMatmul(GetPrimitive(matmul_rows, false), quantized, matmul_rows, acc);
+  quant::Dequantize(acc, rows, out_, col_sums_.data(), zero_points, row_scales, scales_.data(),
+                    bias_, accumulate, y, residual ? acc + rows * out_ : nullptr);
+  ApplyActivation(activation_, y, rows * out_);
+}
+
+void Linear::RunMatmul(const Primitive& p, const void* src, int64_t rows, void* dst) const {
+  ThreadMemories& memories = ThreadMemories::Get();
   const MatmulTypes types = TypesOf(compute_);
   dnnl_exec_arg_t args[5];
   int count = 0;
@@ -408,14 +426,10 @@ void Linear::ForwardPiece(const float* x, int64_t rows, float* y, bool accumulat
   if (p.scratchpad_bytes > 0) {
     args[count++] = {DNNL_ARG_SCRATCHPAD, memories.Scratchpad(p.scratchpad_bytes)};
   }
+  dnnl::stream& stream = ThreadStream();
   const dnnl_status_t status = dnnl_primitive_execute(p.matmul.get(), stream.get(), count, args);
   if (status != dnnl_success) throw dnnl::error(status, "Linear: matmul execution failed");
   stream.wait();
-  if (int8) {
-    quant::Dequantize(static_cast<const int32_t*>(dst), rows, out_, col_sums_.data(), zero_points,
-                      row_scales, scales_.data(), bias_, accumulate, y);
-    ApplyActivation(activation_, y, rows * out_);
-  }
 }
 
 }  // namespace glossa

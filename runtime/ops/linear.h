@@ -19,9 +19,11 @@
 //
 // Compute types: float32 (the weights as given), bfloat16 (weights and, per call, the input
 // rounded to bf16; f32 accumulation, output, bias and post-ops: oneDNN's AVX512-BF16 kernels) and
-// int8 (weights s8 per output row with f32 scales, the input quantized per row to u8 on every call,
-// an s32 matmul on VNNI, then our own epilogue for scales, bias, activation and accumulation; see
-// ops/quantize.h for the number formats). Weights may arrive in any of the three storage types and
+// int8 / int8_fast (weights s8 per output row with f32 scales, the input quantized per row to u8
+// on every call — int8 adds a second u8 code for the rounding residual, as extra matmul rows — an
+// s32 matmul on VNNI, then our own epilogue for scales, bias, activation and accumulation; see
+// ops/quantize.h for the number formats). int8 splits calls into pieces of half the rows, so
+// that its matmuls (twice the rows) stay within the same primitive sizes. Weights may arrive in any of the three storage types and
 // are converted once at construction into an owned buffer when their type differs from the
 // compute type.
 //
@@ -48,10 +50,18 @@ namespace glossa {
 
 enum class Activation { kNone, kRelu, kSwish, kGelu, kGeluTanh };
 
-enum class ComputeType { kFloat32, kBFloat16, kInt8 };
+// int8 and int8_fast share the weights (s8 per output row); int8 carries each activation as two
+// u8 codes (about 16 bits; a matmul of twice the rows), int8_fast as one (8 bits). See
+// ops/quantize.h.
+enum class ComputeType { kFloat32, kBFloat16, kInt8, kInt8Fast };
 const char* ComputeTypeName(ComputeType type);
-// "float32", "bfloat16" or "int8"; false for anything else.
+// "float32", "bfloat16", "int8" or "int8_fast"; false for anything else.
 bool ParseComputeType(const std::string& name, ComputeType* type);
+// The compute types in the order above, joined by ", " (for messages and --help).
+const char* ComputeTypeNames();
+inline bool IsInt8(ComputeType type) {
+  return type == ComputeType::kInt8 || type == ComputeType::kInt8Fast;
+}
 
 // A weight matrix [out, in], row-major, in one storage type: set f32, bf16 (raw bit patterns) or
 // s8 together with s8_scales ([out]: w = s8 * scale).
@@ -100,6 +110,8 @@ class Linear {
 
   void PrepareWeights(const LinearWeights& weights);
   void ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const;
+  void ForwardInt8Piece(const float* x, int64_t rows, float* y, bool accumulate) const;
+  void RunMatmul(const Primitive& p, const void* src, int64_t rows, void* dst) const;
 
   int64_t in_;
   int64_t out_;

@@ -109,6 +109,16 @@ GLOSSA_AVX512 void ExpAvx512(const float* x, int64_t n, float* y) {
   }
 }
 
+GLOSSA_AVX512 void SwishAvx512(float* x, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = LaneMask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, x + i);
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
+    _mm512_mask_storeu_ps(x + i, mask, _mm512_div_ps(v, _mm512_add_ps(one, e)));
+  }
+}
+
 GLOSSA_AVX512 float MaxAvx512(const float* x, int64_t n) {
   __m512 m0 = _mm512_set1_ps(-kInf), m1 = m0;
   int64_t i = 0;
@@ -282,6 +292,13 @@ void Exp(const float* x, int64_t n, float* y) {
   if (UseAvx512()) return ExpAvx512(x, n, y);
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+void Swish(float* x, int64_t n) {
+#if GLOSSA_OPS_X86
+  if (UseAvx512()) return SwishAvx512(x, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
 }
 
 void Softmax(float* x, int64_t n) {

@@ -32,6 +32,9 @@ void LogSoftmax(float* x, int64_t n);
 // y[i] = e^x[i] (see above for the accuracy). x and y may be the same array.
 void Exp(const float* x, int64_t n, float* y);
 
+// In place: x = x / (1 + e^-x) (SiLU), with the exp above.
+void Swish(float* x, int64_t n);
+
 // The normaliser of a row: log_softmax(x)[i] == (x[i] - max) - log_sum, bit for bit the value
 // LogSoftmax writes.
 struct LogSumExp {

@@ -46,7 +46,8 @@ void RowRange(float lo, float hi, float* scale, int32_t* zero_point) {
 }
 
 __attribute__((target("avx512f"))) void QuantizeRowAvx512(const float* x, int64_t n, uint8_t* q,
-                                                           float* scale, int32_t* zero_point) {
+                                                           float* scale, int32_t* zero_point,
+                                                           uint8_t* residual) {
   __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
   for (int64_t c = 0; c < n; c += 16) {
     const __m512 v = _mm512_maskz_loadu_ps(TailMask(n - c), x + c);  // masked lanes read 0
@@ -57,38 +58,60 @@ __attribute__((target("avx512f"))) void QuantizeRowAvx512(const float* x, int64_
   const __m512 vs = _mm512_set1_ps(*scale);
   const __m512i z = _mm512_set1_epi32(*zero_point), zero = _mm512_setzero_si512(),
                 top = _mm512_set1_epi32(255);
+  const __m512 steps = _mm512_set1_ps(kResidualSteps);
+  const __m512i rz = _mm512_set1_epi32(kResidualZeroPoint), rlo = _mm512_set1_epi32(-127),
+                rhi = _mm512_set1_epi32(127);
   for (int64_t c = 0; c < n; c += 16) {
     const __mmask16 mask = TailMask(n - c);
-    __m512i v = _mm512_cvtps_epi32(_mm512_div_ps(_mm512_maskz_loadu_ps(mask, x + c), vs));
-    v = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(v, z), zero), top);
+    const __m512 t = _mm512_div_ps(_mm512_maskz_loadu_ps(mask, x + c), vs);
+    __m512i v = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(t), z), zero), top);
     _mm512_mask_cvtepi32_storeu_epi8(q + c, mask, v);
+    if (residual == nullptr) continue;
+    // r / scale = t - (q - z), as the scalar code computes it.
+    const __m512 frac = _mm512_sub_ps(t, _mm512_cvtepi32_ps(_mm512_sub_epi32(v, z)));
+    __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(frac, steps));
+    w = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(w, rlo), rhi), rz);
+    _mm512_mask_cvtepi32_storeu_epi8(residual + c, mask, w);
   }
 }
 
-void QuantizeRowScalar(const float* x, int64_t n, uint8_t* q, float* scale, int32_t* zero_point) {
+void QuantizeRowScalar(const float* x, int64_t n, uint8_t* q, float* scale, int32_t* zero_point,
+                       uint8_t* residual) {
   float lo = 0.0f, hi = 0.0f;
   for (int64_t c = 0; c < n; ++c) {
     lo = x[c] < lo ? x[c] : lo;
     hi = x[c] > hi ? x[c] : hi;
   }
   RowRange(lo, hi, scale, zero_point);
-  for (int64_t c = 0; c < n; ++c) q[c] = ClampRoundU8(x[c] / *scale, *zero_point);
+  for (int64_t c = 0; c < n; ++c) {
+    const float t = x[c] / *scale;
+    q[c] = ClampRoundU8(t, *zero_point);
+    if (residual == nullptr) continue;
+    const float frac = t - static_cast<float>(static_cast<int32_t>(q[c]) - *zero_point);
+    residual[c] = static_cast<uint8_t>(ClampRound127(frac * kResidualSteps) + kResidualZeroPoint);
+  }
 }
 
 // acc and y may alias: every element is read before it is written, and this file is compiled with
 // -fno-strict-aliasing (see runtime/CMakeLists.txt).
 __attribute__((target("avx512f"))) void DequantizeRowAvx512(
     const int32_t* acc, int64_t n, const int32_t* col_sums, int32_t zero_point, float row_scale,
-    const float* col_scales, const float* bias, bool accumulate, float* y) {
-  const __m512 rs = _mm512_set1_ps(row_scale);
-  const __m512i z = _mm512_set1_epi32(zero_point);
+    const float* col_scales, const float* bias, bool accumulate, float* y,
+    const int32_t* residual_acc) {
+  const __m512 rs = _mm512_set1_ps(row_scale), inv_steps = _mm512_set1_ps(1.0f / kResidualSteps);
+  const __m512i z = _mm512_set1_epi32(zero_point), rz = _mm512_set1_epi32(kResidualZeroPoint);
   for (int64_t c = 0; c < n; c += 16) {
     const __mmask16 mask = TailMask(n - c);
-    const __m512i a = _mm512_sub_epi32(
-        _mm512_maskz_loadu_epi32(mask, acc + c),
-        _mm512_mullo_epi32(z, _mm512_maskz_loadu_epi32(mask, col_sums + c)));
-    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a),
-                             _mm512_mul_ps(rs, _mm512_maskz_loadu_ps(mask, col_scales + c)));
+    const __m512i sums = _mm512_maskz_loadu_epi32(mask, col_sums + c);
+    const __m512i a = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(mask, acc + c),
+                                       _mm512_mullo_epi32(z, sums));
+    __m512 codes = _mm512_cvtepi32_ps(a);
+    if (residual_acc != nullptr) {
+      const __m512i b = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(mask, residual_acc + c),
+                                         _mm512_mullo_epi32(rz, sums));
+      codes = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), inv_steps, codes);
+    }
+    __m512 v = _mm512_mul_ps(codes, _mm512_mul_ps(rs, _mm512_maskz_loadu_ps(mask, col_scales + c)));
     if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias + c));
     if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y + c), v);
     _mm512_mask_storeu_ps(y + c, mask, v);
@@ -97,9 +120,15 @@ __attribute__((target("avx512f"))) void DequantizeRowAvx512(
 
 void DequantizeRowScalar(const int32_t* acc, int64_t n, const int32_t* col_sums,
                          int32_t zero_point, float row_scale, const float* col_scales,
-                         const float* bias, bool accumulate, float* y) {
+                         const float* bias, bool accumulate, float* y,
+                         const int32_t* residual_acc) {
   for (int64_t c = 0; c < n; ++c) {
-    float v = static_cast<float>(acc[c] - zero_point * col_sums[c]) * (row_scale * col_scales[c]);
+    float codes = static_cast<float>(acc[c] - zero_point * col_sums[c]);
+    if (residual_acc != nullptr) {
+      codes = std::fma(static_cast<float>(residual_acc[c] - kResidualZeroPoint * col_sums[c]),
+                       1.0f / kResidualSteps, codes);
+    }
+    float v = codes * (row_scale * col_scales[c]);
     if (bias != nullptr) v += bias[c];
     y[c] = accumulate ? y[c] + v : v;
   }
@@ -138,28 +167,30 @@ void QuantizeWeightRows(const float* w, int64_t rows, int64_t cols, int8_t* q, f
 }
 
 void QuantizeActivationRows(const float* x, int64_t rows, int64_t cols, uint8_t* q,
-                            float* scales, int32_t* zero_points) {
+                            float* scales, int32_t* zero_points, bool residual) {
   const bool avx512 = HasAvx512();
   for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* rest = residual ? q + (rows + r) * cols : nullptr;
     if (avx512) {
-      QuantizeRowAvx512(x + r * cols, cols, q + r * cols, scales + r, zero_points + r);
+      QuantizeRowAvx512(x + r * cols, cols, q + r * cols, scales + r, zero_points + r, rest);
     } else {
-      QuantizeRowScalar(x + r * cols, cols, q + r * cols, scales + r, zero_points + r);
+      QuantizeRowScalar(x + r * cols, cols, q + r * cols, scales + r, zero_points + r, rest);
     }
   }
 }
 
 void Dequantize(const int32_t* acc, int64_t rows, int64_t cols, const int32_t* col_sums,
                 const int32_t* zero_points, const float* row_scales, const float* col_scales,
-                const float* bias, bool accumulate, float* y) {
+                const float* bias, bool accumulate, float* y, const int32_t* residual_acc) {
   const bool avx512 = HasAvx512();
   for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* rest = residual_acc != nullptr ? residual_acc + r * cols : nullptr;
     if (avx512) {
       DequantizeRowAvx512(acc + r * cols, cols, col_sums, zero_points[r], row_scales[r],
-                          col_scales, bias, accumulate, y + r * cols);
+                          col_scales, bias, accumulate, y + r * cols, rest);
     } else {
       DequantizeRowScalar(acc + r * cols, cols, col_sums, zero_points[r], row_scales[r],
-                          col_scales, bias, accumulate, y + r * cols);
+                          col_scales, bias, accumulate, y + r * cols, rest);
     }
   }
 }

@@ -14,6 +14,13 @@
 //     output are mostly one-signed: a symmetric code would waste half its 256 levels (measured:
 //     it changed 16% of the dev set's greedy outputs against float32, this 10%). The epilogue
 //     takes z back out through the weights' column sums.
+//   - int8 with residual codes (compute type int8; int8_fast stops at the codes above): a second
+//     u8 code per value carries what the first one rounded off, r = x - scale * (q - z), which
+//     lies in [-scale/2, scale/2]: q2 = clamp(nearbyint(r / scale * 254), -127, 127) + 128, so
+//     x = scale * ((q - z) + (q2 - 128) / 254) to within scale / 508 (about 16 bits over the
+//     row's range). Both codes go through the same s8 weights in one matmul of twice the rows,
+//     and the epilogue adds the second result / 254. With this the int8 model agrees with float32
+//     as often as weights quantized alone (int8 weights x float32 activations) do.
 #ifndef GLOSSA_RUNTIME_OPS_QUANTIZE_H_
 #define GLOSSA_RUNTIME_OPS_QUANTIZE_H_
 
@@ -28,18 +35,26 @@ void FloatToBf16(const float* x, int64_t n, uint16_t* out);
 // w: [rows, cols] float32 -> q: [rows, cols] s8 and scales: [rows] (see above).
 void QuantizeWeightRows(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales);
 
-// x: [rows, cols] -> q: [rows, cols] u8, scales and zero_points: [rows].
+// The residual code's zero point and its scale relative to the row's scale (see above).
+constexpr int32_t kResidualZeroPoint = 128;
+constexpr float kResidualSteps = 254.0f;
+
+// x: [rows, cols] -> q: [rows, cols] u8, scales and zero_points: [rows]. With `residual`, q holds
+// [2 * rows, cols]: rows `rows..2*rows-1` are the residual codes of rows 0..rows-1.
 void QuantizeActivationRows(const float* x, int64_t rows, int64_t cols, uint8_t* q,
-                            float* scales, int32_t* zero_points);
+                            float* scales, int32_t* zero_points, bool residual = false);
 
 // The int8 epilogue for one [rows, cols] output block:
 //   v = (acc[r][c] - zero_points[r] * col_sums[c]) * row_scales[r] * col_scales[c] + bias[c]
 //   (bias optional)
 //   y[r][c] = accumulate ? y[r][c] + v : v
+// With residual_acc ([rows, cols], the matmul of the residual codes), acc[r][c] - zero_points[r] *
+// col_sums[c] becomes that plus (residual_acc[r][c] - 128 * col_sums[c]) / 254.
 // acc and y may be the same memory (the int32 accumulator is then overwritten by the result).
 void Dequantize(const int32_t* acc, int64_t rows, int64_t cols, const int32_t* col_sums,
                 const int32_t* zero_points, const float* row_scales, const float* col_scales,
-                const float* bias, bool accumulate, float* y);
+                const float* bias, bool accumulate, float* y,
+                const int32_t* residual_acc = nullptr);
 
 }  // namespace glossa::quant
 

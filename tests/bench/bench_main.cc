@@ -39,7 +39,8 @@ ABSL_FLAG(int, max_output_tokens, 256,
           "Most tokens generated per sentence, end-of-sentence "
           "included (as Hugging Face's max_new_tokens)");
 ABSL_FLAG(std::string, compute_types, "",
-          "Comma-separated compute types to run (float32, bfloat16, int8); the model is loaded "
+          "Comma-separated compute types to run (float32, bfloat16, int8, int8_fast); the model is "
+          "loaded "
           "once per type. Empty: as the model file stores its weights");
 ABSL_FLAG(bool, float32_output_layer, false,
           "Keep the output projection in float32 for bfloat16 and int8");
@@ -141,8 +142,10 @@ Json LatencyJson(const std::vector<double>& ms) {
 }
 
 // The GEMM peak of a compute type relative to fp32 FMA (the roofline: int8 x4; bf16 x2).
+// The model's FLOPs are counted once for int8 too, although its matmuls run twice the rows.
 double PeakFactor(const std::string& compute_type) {
-  return compute_type == "int8" ? 4.0 : compute_type == "bfloat16" ? 2.0 : 1.0;
+  if (compute_type == "int8" || compute_type == "int8_fast") return 4.0;
+  return compute_type == "bfloat16" ? 2.0 : 1.0;
 }
 
 Json RunJson(const Config& config, const Timing& timing, int64_t source_tokens) {

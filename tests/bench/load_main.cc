@@ -41,7 +41,8 @@ ABSL_FLAG(int, workers, 1, "In-process server: engine workers (step loops)");
 ABSL_FLAG(int, threads, 1, "In-process server: compute threads per engine worker");
 ABSL_FLAG(int, max_active_sequences, 64, "In-process server: sentences decoded together");
 ABSL_FLAG(std::string, compute_type, "",
-          "In-process server: float32, bfloat16 or int8 (as glossa-server --compute_type); "
+          "In-process server: float32, bfloat16, int8 or int8_fast (as glossa-server "
+          "--compute_type); "
           "empty: as the model file stores its weights");
 ABSL_FLAG(bool, float32_output_layer, false,
           "In-process server: keep the output projection in float32 (as glossa-server)");

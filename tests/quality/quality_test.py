@@ -9,13 +9,14 @@ Translates ../shared/golden/dev.es (417 lines) with glossa-translate, greedy and
   int8-f32out      converted with --dtype int8 --float32_output_layer
   bfloat16-load    the float32 file with --compute_type bfloat16 (quantised at load)
   int8-load        the float32 file with --compute_type int8
+  int8_fast-load   the float32 file with --compute_type int8_fast (8-bit activations)
 
 and checks, per variant and decoding mode:
-  - at least 90% of the lines are identical to float32's (issue #7's target) for bfloat16; for
-    int8 at least 80%, a regression floor, NOT the target: Glossa's int8 (activations quantized
-    per row on the fly) reaches 84-88% on this model, and the test prints the gap to 90% as a
-    warning (see the note on issue #7: weights alone quantized give 91-96%, so the activations'
-    8 bits cost the rest; BLEU stays within 0.1);
+  - at least 90% of the lines are identical to float32's (issue #7's target) for bfloat16 and
+    int8; for int8_fast at least 80%, a regression floor only: with one u8 code per input value
+    it reaches 84-88% on this model (int8 carries a second code for the rounding residual and
+    agrees as often as weights quantized alone do), and the test prints its gap to 90% as a
+    warning;
   - corpus BLEU (sacreBLEU's default: 13a, exp smoothing; model_tools/bleu.py) against
     ../shared/corpus/dev.en is within 0.5 of float32's;
   - the --dtype file and --compute_type of the float32 file give identical outputs (int8 and
@@ -52,6 +53,7 @@ VARIANTS = {
     "int8-f32out": (["--dtype", "int8", "--float32_output_layer"], []),
     "bfloat16-load": ([], ["--compute_type", "bfloat16"]),
     "int8-load": ([], ["--compute_type", "int8"]),
+    "int8_fast-load": ([], ["--compute_type", "int8_fast"]),
 }
 # The same quantisation made by the converter and at load: outputs must be identical.
 SAME_OUTPUTS = [("bfloat16", "bfloat16-load"), ("int8", "int8-load")]
@@ -62,7 +64,7 @@ TARGET_AGREEMENT = 0.90  # issue #7
 
 def min_agreement(variant):
     """The share of lines identical to float32 the test insists on (see the docstring)."""
-    return 0.80 if variant.startswith("int8") else TARGET_AGREEMENT
+    return 0.80 if variant.startswith("int8_fast") else TARGET_AGREEMENT
 MAX_BLEU_DIFFERENCE = 0.5
 MAX_OUTPUT_TOKENS = 256  # as the golden outputs (max_new_tokens=256)
 

@@ -3,6 +3,7 @@
 #include "ops/quantize.h"
 
 #include <cmath>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -74,15 +75,43 @@ TEST(Int8Test, ActivationRowsUseTheirOwnRangeAndZeroPoint) {
   }
 }
 
+TEST(Int8Test, ResidualCodesCarryWhatTheFirstCodesRoundedOff) {
+  constexpr int kRows = 3, kCols = 37;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> x(kRows * kCols);
+  for (float& v : x) v = normal(rng);
+  x[5] = 40.0f;  // one outlier: a coarse first code, which the residual refines
+  std::vector<uint8_t> alone(x.size()), both(2 * x.size());
+  float scales[kRows], scales2[kRows];
+  int32_t zero_points[kRows], zero_points2[kRows];
+  quant::QuantizeActivationRows(x.data(), kRows, kCols, alone.data(), scales, zero_points);
+  quant::QuantizeActivationRows(x.data(), kRows, kCols, both.data(), scales2, zero_points2,
+                                /*residual=*/true);
+  // The first codes, scales and zero points are those of the plain quantization.
+  EXPECT_TRUE(std::equal(alone.begin(), alone.end(), both.begin()));
+  EXPECT_TRUE(std::equal(scales, scales + kRows, scales2));
+  EXPECT_TRUE(std::equal(zero_points, zero_points + kRows, zero_points2));
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kCols; ++c) {
+      const int i = r * kCols + c;
+      const float codes = static_cast<float>(both[i] - zero_points[r]) +
+                          static_cast<float>(both[x.size() + i] - quant::kResidualZeroPoint) /
+                              quant::kResidualSteps;
+      EXPECT_NEAR(codes * scales[r], x[i], scales[r] / 500.0f) << "row " << r << " col " << c;
+    }
+  }
+}
+
 struct Case {
   int64_t in, out, rows;
   Activation activation;
   bool accumulate;
 };
 
-// Relative L1 error of a compute type against float32 on random data, and whether every row's
-// result is the same computed alone as in the batch.
-void CheckAgainstFloat32(ComputeType compute, const Case& c, double max_relative_error) {
+// Relative L1 error of a compute type against float32 on random data (returned), and whether
+// every row's result is the same computed alone as in the batch.
+double CheckAgainstFloat32(ComputeType compute, const Case& c, double max_relative_error) {
   std::mt19937 rng(c.in * 131 + c.out + c.rows);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> w(c.in * c.out), b(c.out), x(c.rows * c.in), init(c.rows * c.out);
@@ -98,7 +127,7 @@ void CheckAgainstFloat32(ComputeType compute, const Case& c, double max_relative
   linear.Forward(x.data(), c.rows, actual.data(), c.accumulate);
   double error = 0.0, norm = 0.0;
   for (size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(actual[i])) << i;
+    EXPECT_TRUE(std::isfinite(actual[i])) << i;
     error += std::fabs(actual[i] - expected[i]);
     norm += std::fabs(expected[i]);
   }
@@ -109,6 +138,7 @@ void CheckAgainstFloat32(ComputeType compute, const Case& c, double max_relative
   linear.Forward(x.data() + (c.rows - 1) * c.in, 1, alone.data(), c.accumulate);
   EXPECT_EQ(0, std::memcmp(alone.data(), actual.data() + (c.rows - 1) * c.out,
                            c.out * sizeof(float)));
+  return error / norm;
 }
 
 TEST(ComputeTypeTest, Int8AndBf16StayCloseToFloat32) {
@@ -120,7 +150,42 @@ TEST(ComputeTypeTest, Int8AndBf16StayCloseToFloat32) {
   };
   for (const Case& c : cases) {
     CheckAgainstFloat32(ComputeType::kBFloat16, c, 0.005);
+    CheckAgainstFloat32(ComputeType::kInt8Fast, c, 0.02);
     CheckAgainstFloat32(ComputeType::kInt8, c, 0.02);
+  }
+}
+
+// Relative L1 distance of int8 or int8_fast from float32 run on the s8 weights scaled back
+// (weights rounded, inputs exact).
+double DistanceFromRoundedWeights(ComputeType compute, int64_t in, int64_t out, int64_t rows) {
+  std::mt19937 rng(in + out * 7 + rows);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(in * out), x(rows * in), rounded(w.size()), scales(out);
+  for (float& v : w) v = 0.05f * normal(rng);
+  for (float& v : x) v = normal(rng);
+  std::vector<int8_t> q(w.size());
+  quant::QuantizeWeightRows(w.data(), out, in, q.data(), scales.data());
+  for (size_t i = 0; i < w.size(); ++i) rounded[i] = q[i] * scales[i / in];
+  const Linear reference(rounded.data(), nullptr, in, out);
+  const Linear linear(LinearWeights{w.data()}, nullptr, in, out, Activation::kNone, compute);
+  std::vector<float> expected(rows * out), actual(rows * out);
+  reference.Forward(x.data(), rows, expected.data());
+  linear.Forward(x.data(), rows, actual.data());
+  double error = 0.0, norm = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    error += std::fabs(actual[i] - expected[i]);
+    norm += std::fabs(expected[i]);
+  }
+  return error / norm;
+}
+
+TEST(ComputeTypeTest, Int8ResidualCodesLeaveOnlyTheWeightsRounding) {
+  for (const auto& [in, out, rows] : std::vector<std::array<int64_t, 3>>{
+           {256, 256, 1}, {1024, 256, 70}, {256, 15315, 3}, {37, 19, 5}}) {
+    const double fast = DistanceFromRoundedWeights(ComputeType::kInt8Fast, in, out, rows);
+    const double precise = DistanceFromRoundedWeights(ComputeType::kInt8, in, out, rows);
+    EXPECT_GT(fast, 1e-3) << in << "x" << out;  // 8-bit inputs: visibly off
+    EXPECT_LT(precise, fast / 50) << in << "x" << out;  // measured: 2-3e-5 vs 5-7e-3
   }
 }
 
@@ -147,7 +212,7 @@ TEST(ComputeTypeTest, StoredInt8WeightsEqualQuantizingAtLoad) {
 }
 
 TEST(ComputeTypeTest, ModelLoadsWithEachComputeType) {
-  for (const char* name : {"float32", "bfloat16", "int8"}) {
+  for (const char* name : {"float32", "bfloat16", "int8", "int8_fast"}) {
     ModelOptions options;
     options.compute_type = name;
     auto model = Model::Load(testing::DemoModelPath(), options);

@@ -14,6 +14,7 @@ Translator::Translator(std::shared_ptr<const Model> model, TranslatorOptions opt
     : model_(std::move(model)) {
   EngineOptions e;
   e.workers = 1;
+  e.threads_per_worker = std::max(1, options.threads);
   e.max_active_sequences = std::max(1, options.max_batch_size);
   e.max_active_rows = e.max_active_sequences * std::max(1, options.max_beam_size);
   e.max_queued_sources = std::numeric_limits<int>::max();

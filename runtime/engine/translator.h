@@ -16,6 +16,7 @@ namespace glossa {
 
 struct TranslatorOptions {
   int max_batch_size = 32;  // sentences decoded together
+  int threads = 1;          // compute (OpenMP) threads of the engine worker that decodes
   int default_beam_size = 4;
   int max_beam_size = 16;
   int max_output_tokens = 0;  // default and ceiling; 0: the model's max_length - 1

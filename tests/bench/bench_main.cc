@@ -39,9 +39,8 @@ ABSL_FLAG(int, max_output_tokens, 256,
           "Most tokens generated per sentence, end-of-sentence "
           "included (as Hugging Face's max_new_tokens)");
 ABSL_FLAG(std::string, compute_types, "",
-          "Comma-separated compute types to run (float32, bfloat16, int8, int8_fast); the model is "
-          "loaded "
-          "once per type. Empty: as the model file stores its weights");
+          "Comma-separated compute types to run (float32, bfloat16, int8, int8_fast); the model "
+          "is loaded once per type. Empty: as the model file stores its weights");
 ABSL_FLAG(bool, float32_output_layer, false,
           "Keep the output projection in float32 for bfloat16 and int8");
 ABSL_FLAG(int, repeat, 1,
@@ -184,6 +183,7 @@ absl::StatusOr<Json> RunConfig(std::shared_ptr<const glossa::Model> model,
   glossa::SetComputeThreads(config.threads);
   glossa::TranslatorOptions translator_options;
   translator_options.max_batch_size = config.batch_size;
+  translator_options.threads = config.threads;
   translator_options.max_beam_size = std::max(translator_options.max_beam_size, config.beam_size);
   glossa::Translator translator(std::move(model), translator_options);
   glossa::TranslateOptions options;

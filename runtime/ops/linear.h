@@ -27,6 +27,10 @@
 // are converted once at construction into an owned buffer when their type differs from the
 // compute type.
 //
+// Threads: oneDNN fixes a primitive's OpenMP thread count when it is created, i.e. by the first
+// call of each row count, so every caller of one Linear should run with the same team size
+// (omp_get_max_threads): a Linear first used by a 1-thread caller stays 1 thread.
+//
 // Thread safety: Forward may be called concurrently from any number of threads, on the same Linear
 // too. Primitive lookup is a lock-free atomic load; creation takes a mutex once per
 // (rows, accumulate). Primitives use a user-managed scratchpad, one buffer per thread: with

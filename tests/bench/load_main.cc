@@ -1,7 +1,8 @@
 // glossa-load: the server under concurrent load, through real gRPC on loopback. Prints JSON.
 //
 // Closed loop (--clients 1,8,32,128): N clients, each sending one sentence at a time and the
-// next as soon as the answer arrives, until the input is used up. Open loop (--rates R1,R2,...):
+// next as soon as the answer arrives, until the input has been sent --passes times (after an
+// untimed warm-up with the same clients). Open loop (--rates R1,R2,...):
 // sentences arrive as a Poisson process of R per second for --seconds, whatever the answers,
 // to find the rate where p99 latency exceeds 1 s. By default the server runs in this process
 // (the demo model), so the engine's own counters give the mean rows per decoder step; with
@@ -35,6 +36,11 @@ ABSL_FLAG(int, limit, 0, "Use only the first N sentences (0: all)");
 ABSL_FLAG(std::string, clients, "1,8,32,128", "Closed-loop runs: concurrent clients");
 ABSL_FLAG(std::string, rates, "", "Open-loop runs: Poisson arrival rates, sentences/s");
 ABSL_FLAG(double, seconds, 20, "Length of each open-loop run");
+ABSL_FLAG(int, passes, 1, "Closed-loop runs: times each client count goes through the input");
+ABSL_FLAG(bool, warmup, true,
+          "Before each closed-loop run, send 8 sentences per client untimed with the same "
+          "clients, so that the server meets that load's batch sizes before the timing starts "
+          "(oneDNN primitives are made on first use of each row count)");
 ABSL_FLAG(int, beam_size, 1, "Beam size of every request");
 ABSL_FLAG(int, max_output_tokens, 256, "max_output_tokens of every request");
 ABSL_FLAG(int, workers, 1, "In-process server: engine workers (step loops)");
@@ -42,8 +48,7 @@ ABSL_FLAG(int, threads, 1, "In-process server: compute threads per engine worker
 ABSL_FLAG(int, max_active_sequences, 64, "In-process server: sentences decoded together");
 ABSL_FLAG(std::string, compute_type, "",
           "In-process server: float32, bfloat16, int8 or int8_fast (as glossa-server "
-          "--compute_type); "
-          "empty: as the model file stores its weights");
+          "--compute_type); empty: as the model file stores its weights");
 ABSL_FLAG(bool, float32_output_layer, false,
           "In-process server: keep the output projection in float32 (as glossa-server)");
 
@@ -167,18 +172,29 @@ std::string Report(const std::string& kind, double knob, const std::vector<Sampl
       glossa::bench::LoadAverage());
 }
 
-std::string ClosedLoop(Target& target, const std::vector<std::string>& texts, int clients) {
-  std::vector<Sample> samples(texts.size());
+// `clients` threads send sentences texts[i % texts.size()] for i < count, one at a time each.
+std::vector<Sample> SendAll(Target& target, const std::vector<std::string>& texts, size_t count,
+                            int clients) {
+  std::vector<Sample> samples(count);
   std::atomic<size_t> next{0};
-  const StepCounters before = target.counters();
-  const absl::Time start = absl::Now();
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&] {
-      for (size_t i; (i = next++) < texts.size();) samples[i] = Call(target.stub(), texts[i]);
+      for (size_t i; (i = next++) < count;) {
+        samples[i] = Call(target.stub(), texts[i % texts.size()]);
+      }
     });
   }
   for (auto& t : threads) t.join();
+  return samples;
+}
+
+std::string ClosedLoop(Target& target, const std::vector<std::string>& texts, int clients) {
+  if (absl::GetFlag(FLAGS_warmup)) SendAll(target, texts, 8 * static_cast<size_t>(clients), clients);
+  const size_t count = texts.size() * static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_passes)));
+  const StepCounters before = target.counters();
+  const absl::Time start = absl::Now();
+  std::vector<Sample> samples = SendAll(target, texts, count, clients);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return Report("closed", clients, samples, seconds, before, target.counters());
 }

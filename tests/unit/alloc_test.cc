@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <string>
 
 #include "common/test_util.h"
 #include "engine/engine.h"
@@ -237,16 +238,21 @@ std::vector<Iteration> Drive(Engine& engine, Workload& w, bool trace) {
   return log;
 }
 
-TEST(AllocTest, DecoderStepsAllocateNothingOnceWarm) {
-  GLOSSA_REQUIRE_SHARED();
+// The demo model with `compute_type`'s Linear layers (the reduced-precision paths have buffers of
+// their own: quantized inputs, s32 accumulators).
+void CheckStepsAllocateNothingOnceWarm(const std::string& compute_type) {
   FindOneDnn();
   ASSERT_LT(g_dnnl_begin, g_dnnl_end) << "libdnnl's address range not found";
   void* warm_backtrace[4];
   backtrace(warm_backtrace, 4);  // its first call loads libgcc_s
   const auto golden = testing::ReadGolden("greedy");
+  ModelOptions model_options;
+  model_options.compute_type = compute_type;
+  auto model = Model::Load(testing::DemoModelPath(), model_options);
+  ASSERT_TRUE(model.ok()) << model.status();
   EngineOptions options;
   options.workers = 0;
-  Engine engine(testing::DemoModel(), options);
+  Engine engine(*std::move(model), options);
 
   Workload warm = MakeWorkload(golden);
   Drive(engine, warm, /*trace=*/false);
@@ -285,6 +291,19 @@ TEST(AllocTest, DecoderStepsAllocateNothingOnceWarm) {
       static_cast<long long>(at_admission_or_retirement));
   EXPECT_GE(quiet_steps, 40) << "too few steps measured";
   EXPECT_EQ(allocating_steps, 0);
+}
+
+TEST(AllocTest, DecoderStepsAllocateNothingOnceWarm) {
+  GLOSSA_REQUIRE_SHARED();
+  CheckStepsAllocateNothingOnceWarm("float32");
+}
+
+TEST(AllocTest, Int8AndBf16StepsAllocateNothingOnceWarm) {
+  GLOSSA_REQUIRE_SHARED();
+  for (const char* type : {"bfloat16", "int8", "int8_fast"}) {
+    SCOPED_TRACE(type);
+    CheckStepsAllocateNothingOnceWarm(type);
+  }
 }
 
 }  // namespace

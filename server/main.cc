@@ -47,13 +47,8 @@ ABSL_FLAG(int, workers, 0, "Engine workers (step loops) per model; 0 = one per C
           "2 workers x 1 thread served 32 clients 1.6x faster than 1 x 1");
 ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP) per engine worker; workers × threads "
           "should not exceed the cores");
-ABSL_FLAG(std::string, compute_type, "",
-          "Compute type of every model's Linear layers: float32, bfloat16 (AVX512-BF16), "
-          "int8 (VNNI; s8 weights per output row; each input value carried as two u8 codes, "
-          "about 16 bits) or int8_fast (one u8 code per input value: faster in large batches, "
-          "identical to float32 less often); empty: as each model file stores its weights");
-ABSL_FLAG(bool, float32_output_layer, false, "Keep the output projection in float32 when "
-          "--compute_type is bfloat16, int8 or int8_fast");
+ABSL_FLAG(std::string, compute_type, "", glossa::kComputeTypeFlagHelp);  // for every model
+ABSL_FLAG(bool, float32_output_layer, false, glossa::kFloat32OutputLayerFlagHelp);
 ABSL_FLAG(int64_t, max_text_bytes, 10000, "Longest text accepted, in bytes");
 ABSL_FLAG(int, max_text_tokens, 0, "Longest text accepted, in source tokens (end of sentence "
           "included); 0 = the model's limit");

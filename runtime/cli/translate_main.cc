@@ -30,13 +30,8 @@ ABSL_FLAG(bool, scores, false, "Append '\\tSCORE' to each output line");
 ABSL_FLAG(bool, token_ids, false, "Print generated token ids instead of text (space-separated)");
 ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP team used by oneDNN)");
 ABSL_FLAG(int, batch_size, 32, "Sentences encoded and decoded together");
-ABSL_FLAG(std::string, compute_type, "",
-          "Compute type of the Linear layers: float32, bfloat16 (AVX512-BF16), int8 (VNNI; s8 "
-          "weights per output row; each input value carried as two u8 codes, about 16 bits) or "
-          "int8_fast (one u8 code per input value: faster in large batches, identical to "
-          "float32 less often); empty: as the model file stores its weights");
-ABSL_FLAG(bool, float32_output_layer, false, "Keep the output projection in float32 when "
-          "--compute_type is bfloat16, int8 or int8_fast");
+ABSL_FLAG(std::string, compute_type, "", glossa::kComputeTypeFlagHelp);
+ABSL_FLAG(bool, float32_output_layer, false, glossa::kFloat32OutputLayerFlagHelp);
 ABSL_FLAG(int, chunk_lines, 1024, "Lines read, sorted by length and translated at a time");
 
 namespace {

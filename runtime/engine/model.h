@@ -17,12 +17,21 @@
 namespace glossa {
 
 struct ModelOptions {
-  // "float32", "bfloat16" or "int8"; empty: as the file stores its weights (its "dtype", with the
-  // output projection in whatever type it is stored).
+  // "float32", "bfloat16", "int8" or "int8_fast"; empty: as the file stores its weights (its
+  // "dtype", with the output projection in whatever type it is stored).
   std::string compute_type;
   // Keep the output projection (lm_head) in float32 even when compute_type is lower.
   bool float32_output_layer = false;
 };
+
+// --help texts of the binaries' --compute_type and --float32_output_layer flags.
+inline constexpr char kComputeTypeFlagHelp[] =
+    "Compute type of the Linear layers: float32, bfloat16 (AVX512-BF16), int8 (VNNI; s8 weights "
+    "per output row; each input value carried as two u8 codes, about 16 bits) or int8_fast (one "
+    "u8 code per input value: faster in large batches, identical to float32 less often); empty: "
+    "as the model file stores its weights";
+inline constexpr char kFloat32OutputLayerFlagHelp[] =
+    "Keep the output projection in float32 when --compute_type is bfloat16, int8 or int8_fast";
 
 class Model {
  public:

@@ -64,7 +64,8 @@ __attribute__((target("avx512f"))) void QuantizeRowAvx512(const float* x, int64_
   for (int64_t c = 0; c < n; c += 16) {
     const __mmask16 mask = TailMask(n - c);
     const __m512 t = _mm512_div_ps(_mm512_maskz_loadu_ps(mask, x + c), vs);
-    __m512i v = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(t), z), zero), top);
+    const __m512i shifted = _mm512_add_epi32(_mm512_cvtps_epi32(t), z);
+    const __m512i v = _mm512_min_epi32(_mm512_max_epi32(shifted, zero), top);
     _mm512_mask_cvtepi32_storeu_epi8(q + c, mask, v);
     if (residual == nullptr) continue;
     // r / scale = t - (q - z), as the scalar code computes it.

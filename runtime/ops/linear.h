@@ -23,9 +23,9 @@
 // on every call — int8 adds a second u8 code for the rounding residual, as extra matmul rows — an
 // s32 matmul on VNNI, then our own epilogue for scales, bias, activation and accumulation; see
 // ops/quantize.h for the number formats). int8 splits calls into pieces of half the rows, so
-// that its matmuls (twice the rows) stay within the same primitive sizes. Weights may arrive in any of the three storage types and
-// are converted once at construction into an owned buffer when their type differs from the
-// compute type.
+// that its matmuls (twice the rows) stay within the same primitive sizes. Weights may arrive in
+// any of the three storage types and are converted once at construction into an owned buffer
+// when their type differs from the compute type.
 //
 // Threads: oneDNN fixes a primitive's OpenMP thread count when it is created, i.e. by the first
 // call of each row count, so every caller of one Linear should run with the same team size

@@ -190,7 +190,9 @@ std::vector<Sample> SendAll(Target& target, const std::vector<std::string>& text
 }
 
 std::string ClosedLoop(Target& target, const std::vector<std::string>& texts, int clients) {
-  if (absl::GetFlag(FLAGS_warmup)) SendAll(target, texts, 8 * static_cast<size_t>(clients), clients);
+  if (absl::GetFlag(FLAGS_warmup)) {
+    SendAll(target, texts, 8 * static_cast<size_t>(clients), clients);
+  }
   const size_t count = texts.size() * static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_passes)));
   const StepCounters before = target.counters();
   const absl::Time start = absl::Now();

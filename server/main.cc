@@ -255,6 +255,8 @@ int main(int argc, char** argv) {
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), *credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes)));
   builder.RegisterService(&service);
+  glossa::server::UnknownMethodService unknown_methods;
+  builder.RegisterCallbackGenericService(&unknown_methods);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::cerr << "glossa-server: cannot listen on " << absl::GetFlag(FLAGS_listen) << "\n";

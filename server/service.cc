@@ -3,6 +3,8 @@
 #include <deque>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "server/status_util.h"
@@ -296,21 +298,21 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TranslatorService::TranslateStream(
   return new StreamCall(*this, context, *request);
 }
 
-grpc::ServerUnaryReactor* TranslatorService::ListModels(grpc::CallbackServerContext* context,
-                                                        const v1::ListModelsRequest* request,
-                                                        v1::ListModelsResponse* response) {
-  RpcRecord record(metrics_, Method::kListModels);
-  if (absl::Status auth = Authenticate(*context); !auth.ok()) {
-    auto* reactor = context->DefaultReactor();
-    const grpc::Status status = ToGrpcStatus(auth);
-    record.Finish(status);
-    reactor->Finish(status);
-    return reactor;
+absl::StatusOr<v1::ListModelsResponse> TranslatorService::ListModels(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer) const {
+  if (absl::Status auth = Authenticate(context); !auth.ok()) return auth;
+  if (!buffer.Valid()) return absl::CancelledError("the call ended before its request arrived");
+  grpc::Slice slice;
+  v1::ListModelsRequest request;
+  if (!buffer.DumpToSingleSlice(&slice).ok() ||
+      !request.ParseFromArray(slice.begin(), static_cast<int>(slice.size()))) {
+    return absl::InvalidArgumentError("the request is not a valid glossa.v1.ListModelsRequest");
   }
+  v1::ListModelsResponse response;
   for (const auto& [name, entry] : registry_->models()) {
     const ModelInfo& info = entry->model->info();
     const ModelConfig& c = info.config;
-    v1::ModelInfo* m = response->add_models();
+    v1::ModelInfo* m = response.add_models();
     m->set_name(name);
     m->set_path(entry->path);
     m->set_source_language(info.source_language);
@@ -329,10 +331,38 @@ grpc::ServerUnaryReactor* TranslatorService::ListModels(grpc::CallbackServerCont
                                 : c.max_positions);
     m->set_max_output_tokens(entry->engine->options().max_output_tokens);
   }
+  return response;
+}
+
+grpc::ServerUnaryReactor* TranslatorService::ListModels(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  RpcRecord record(metrics_, Method::kListModels);
+  absl::StatusOr<v1::ListModelsResponse> models = ListModels(*context, *request);
+  const grpc::Status status = models.ok() ? grpc::Status::OK : ToGrpcStatus(models.status());
+  if (models.ok()) *response = Serialize(*models);
+  record.Finish(status);
   auto* reactor = context->DefaultReactor();
-  record.Finish(grpc::Status::OK);
-  reactor->Finish(grpc::Status::OK);
+  reactor->Finish(status);
   return reactor;
+}
+
+grpc::ServerGenericBidiReactor* UnknownMethodService::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  class Reactor final : public grpc::ServerGenericBidiReactor {
+   public:
+    explicit Reactor(const std::string& method) {
+      constexpr size_t kMaxQuoted = 200;
+      Finish(grpc::Status(
+          grpc::StatusCode::UNIMPLEMENTED,
+          absl::StrCat("this server has no method '",
+                       absl::CHexEscape(absl::string_view(method).substr(0, kMaxQuoted)),
+                       "'; it serves /glossa.v1.Translator/{Translate,TranslateStream,ListModels}, "
+                       "grpc.health.v1.Health and server reflection")));
+    }
+    void OnDone() override { delete this; }
+  };
+  return new Reactor(context->method());
 }
 
 }  // namespace glossa::server

@@ -6,6 +6,8 @@
 
 #include <atomic>
 
+#include <grpcpp/generic/async_generic_service.h>
+
 #include "glossa/v1/translator.grpc.pb.h"
 #include "server/metrics.h"
 #include "server/model_registry.h"
@@ -13,10 +15,13 @@
 
 namespace glossa::server {
 
-// Translate and TranslateStream take the request as raw bytes (see raw_request.proto) so that
-// invalid UTF-8 gets INVALID_ARGUMENT from Glossa rather than a parser failure from protobuf.
+// Every method takes its request as raw bytes: Translate and TranslateStream so that invalid
+// UTF-8 gets INVALID_ARGUMENT from Glossa (see raw_request.proto), all three so that a request
+// protobuf cannot parse gets INVALID_ARGUMENT with a message; with typed methods gRPC answers a
+// parse failure with UNIMPLEMENTED and no message.
 using TranslatorBase = v1::Translator::WithRawCallbackMethod_Translate<
-    v1::Translator::WithRawCallbackMethod_TranslateStream<v1::Translator::CallbackService>>;
+    v1::Translator::WithRawCallbackMethod_TranslateStream<
+        v1::Translator::WithRawCallbackMethod_ListModels<v1::Translator::CallbackService>>>;
 
 class TranslatorService final : public TranslatorBase {
  public:
@@ -30,8 +35,8 @@ class TranslatorService final : public TranslatorBase {
   grpc::ServerWriteReactor<grpc::ByteBuffer>* TranslateStream(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
-                                       const v1::ListModelsRequest* request,
-                                       v1::ListModelsResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
   // From now on new requests get UNAVAILABLE; in-flight ones continue.
   void StartDraining() { draining_.store(true); }
@@ -52,8 +57,20 @@ class TranslatorService final : public TranslatorBase {
   const ModelRegistry* registry_;
   RequestLimits limits_;
   RequestMetrics* metrics_;
+  absl::StatusOr<v1::ListModelsResponse> ListModels(const grpc::CallbackServerContext& context,
+                                                     const grpc::ByteBuffer& request) const;
+
   std::atomic<bool> draining_{false};
   std::string token_;
+};
+
+// Answers calls to methods the server does not have (a wrong service or method name, or a
+// client built from another proto) with UNIMPLEMENTED and a message naming what it has, where
+// gRPC alone gives no message.
+class UnknownMethodService final : public grpc::CallbackGenericService {
+ public:
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override;
 };
 
 }  // namespace glossa::server

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -73,8 +74,12 @@ namespace {
 
 absl::Status ResolveSampling(const TranslateOptions& o, SearchOptions& s) {
   const SamplingOptions& in = o.sampling;
-  if (!(in.temperature > 0.0f)) {
-    if (in.temperature < 0.0f || in.top_k != 0 || (in.top_p != 0.0f && in.top_p != 1.0f)) {
+  if (std::isnan(in.temperature) || in.temperature < 0.0f) {
+    return absl::InvalidArgumentError(
+        "sampling_temperature must be in (0, 100] to sample, or 0 for beam search / greedy");
+  }
+  if (in.temperature == 0.0f) {
+    if (in.top_k != 0 || (in.top_p != 0.0f && in.top_p != 1.0f)) {
       return absl::InvalidArgumentError(
           "sampling_top_k / sampling_top_p need sampling_temperature > 0 (1.0 leaves the "
           "distribution unchanged)");

@@ -27,7 +27,9 @@
 #define GLOSSA_ATTENTION_X86 0
 #endif
 
-#if GLOSSA_ATTENTION_X86 && !defined(__clang__) && defined(__ELF__)
+// Not under ThreadSanitizer: GCC instruments the clones' ifunc resolver, which the dynamic
+// loader runs before TSan's runtime is up (every TSan binary crashed at startup).
+#if GLOSSA_ATTENTION_X86 && !defined(__clang__) && defined(__ELF__) && !defined(__SANITIZE_THREAD__)
 #define GLOSSA_ATTENTION_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define GLOSSA_ATTENTION_CLONES

@@ -1,5 +1,11 @@
 #include "model/config.h"
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+
 #include "absl/strings/str_cat.h"
 
 namespace glossa {
@@ -12,6 +18,21 @@ absl::StatusOr<Activation> ParseActivation(const std::string& name) {
   if (name == "relu") return Activation::kRelu;
   return absl::UnimplementedError(
       absl::StrCat("config.activation '", name, "' is not supported (swish, gelu, gelu_new, relu)"));
+}
+
+// An int field of the header. nlohmann's get<int>() wraps integers modulo 2^32 (d_model
+// 2^32 + 512 read as 512) and casts fractions; both are refused here instead.
+int GetInt(const nlohmann::json& value) {
+  if (!value.is_number_integer()) {
+    throw std::out_of_range(absl::StrCat(value.dump(), " is not a whole number"));
+  }
+  const int64_t v = value.is_number_unsigned()
+                        ? static_cast<int64_t>(std::min<uint64_t>(value.get<uint64_t>(), INT64_MAX))
+                        : value.get<int64_t>();
+  if (v < INT_MIN || v > INT_MAX) {
+    throw std::out_of_range(absl::StrCat(v, " is outside the range of int"));
+  }
+  return static_cast<int>(v);
 }
 
 absl::Status CheckPositive(const char* key, int value) {
@@ -32,13 +53,13 @@ absl::StatusOr<ModelInfo> Parse(const nlohmann::json& header) {
     return absl::UnimplementedError(absl::StrCat("config.architecture '", m.architecture,
                                                  "' is not supported (only 'marian')"));
   }
-  m.d_model = c.at("d_model").get<int>();
-  m.encoder_layers = c.at("encoder_layers").get<int>();
-  m.decoder_layers = c.at("decoder_layers").get<int>();
-  m.encoder_heads = c.at("encoder_attention_heads").get<int>();
-  m.decoder_heads = c.at("decoder_attention_heads").get<int>();
-  m.encoder_ffn_dim = c.at("encoder_ffn_dim").get<int>();
-  m.decoder_ffn_dim = c.at("decoder_ffn_dim").get<int>();
+  m.d_model = GetInt(c.at("d_model"));
+  m.encoder_layers = GetInt(c.at("encoder_layers"));
+  m.decoder_layers = GetInt(c.at("decoder_layers"));
+  m.encoder_heads = GetInt(c.at("encoder_attention_heads"));
+  m.decoder_heads = GetInt(c.at("decoder_attention_heads"));
+  m.encoder_ffn_dim = GetInt(c.at("encoder_ffn_dim"));
+  m.decoder_ffn_dim = GetInt(c.at("decoder_ffn_dim"));
   auto activation = ParseActivation(c.at("activation").get<std::string>());
   if (!activation.ok()) return activation.status();
   m.activation = *activation;
@@ -47,21 +68,21 @@ absl::StatusOr<ModelInfo> Parse(const nlohmann::json& header) {
   m.final_layer_norm = c.value("final_layer_norm", false);
   m.scale_embedding = c.value("scale_embedding", false);
   m.layer_norm_eps = c.value("layer_norm_eps", 1e-5f);
-  m.max_positions = c.at("max_position_embeddings").get<int>();
-  m.source_vocab_size = c.at("source_vocab_size").get<int>();
-  m.target_vocab_size = c.at("target_vocab_size").get<int>();
+  m.max_positions = GetInt(c.at("max_position_embeddings"));
+  m.source_vocab_size = GetInt(c.at("source_vocab_size"));
+  m.target_vocab_size = GetInt(c.at("target_vocab_size"));
   m.shared_vocab = c.value("shared_vocab", true);
-  m.pad_id = c.at("pad_id").get<int>();
-  m.eos_id = c.at("eos_id").get<int>();
-  m.unk_id = c.at("unk_id").get<int>();
-  m.decoder_start_id = c.at("decoder_start_id").get<int>();
+  m.pad_id = GetInt(c.at("pad_id"));
+  m.eos_id = GetInt(c.at("eos_id"));
+  m.unk_id = GetInt(c.at("unk_id"));
+  m.decoder_start_id = GetInt(c.at("decoder_start_id"));
   for (const auto& seq : c.value("bad_words_ids", nlohmann::json::array())) {
     if (seq.size() != 1) {
       return absl::UnimplementedError(absl::StrCat(
           "config.bad_words_ids holds the multi-token sequence ", seq.dump(),
           "; only single tokens are supported"));
     }
-    m.banned_ids.push_back(seq[0].get<int>());
+    m.banned_ids.push_back(GetInt(seq[0]));
   }
   for (auto [key, value] : {std::pair{"d_model", m.d_model}, {"encoder_layers", m.encoder_layers},
                             {"decoder_layers", m.decoder_layers},
@@ -95,13 +116,25 @@ absl::StatusOr<ModelInfo> Parse(const nlohmann::json& header) {
   }
   GenerationDefaults& g = info.generation;
   const nlohmann::json gen = header.value("generation", nlohmann::json::object());
-  g.num_beams = gen.value("num_beams", 4);
-  g.max_length = gen.value("max_length", m.max_positions);
+  const auto int_or = [&gen](const char* key, int fallback) {
+    return gen.contains(key) && !gen[key].is_null() ? GetInt(gen[key]) : fallback;
+  };
+  g.num_beams = int_or("num_beams", 4);
+  g.max_length = int_or("max_length", m.max_positions);
   g.length_penalty = gen.value("length_penalty", 1.0f);
   g.early_stopping = gen.value("early_stopping", false);
-  g.forced_eos_id = gen.contains("forced_eos_token_id") && !gen["forced_eos_token_id"].is_null()
-                        ? gen["forced_eos_token_id"].get<int>()
-                        : -1;
+  g.forced_eos_id = int_or("forced_eos_token_id", -1);
+  // Found by review: the decoder writes to row[forced_eos_id], so an id past the vocabulary was
+  // an out-of-bounds write on the last step.
+  if (g.forced_eos_id < -1 || g.forced_eos_id >= m.target_vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("generation.forced_eos_token_id ",
+                                                   g.forced_eos_id,
+                                                   " is outside the target vocabulary"));
+  }
+  if (!(std::fabs(g.length_penalty) <= 10.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat("generation.length_penalty ", g.length_penalty,
+                                                   " is outside [-10, 10]"));
+  }
   if (g.num_beams < 1) g.num_beams = 1;
   if (g.max_length < 2) g.max_length = 2;
   return info;
@@ -115,6 +148,8 @@ absl::StatusOr<ModelInfo> ParseModelInfo(const nlohmann::json& header) {
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("model header: missing or mistyped config key: ", e.what()));
+  } catch (const std::out_of_range& e) {
+    return absl::InvalidArgumentError(absl::StrCat("model header: config value ", e.what()));
   }
 }
 

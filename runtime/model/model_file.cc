@@ -156,7 +156,9 @@ absl::Status ModelFile::ParseHeader(bool verify_checksums) {
       !header_["tensors"].is_array()) {
     return absl::DataLossError(absl::StrCat(where, ": header is not valid JSON with a tensor list"));
   }
-  absl::flat_hash_map<uint64_t, uint32_t> verified;  // offset -> crc, so aliases are summed once
+  // (offset, size) -> crc, so that aliases are summed once; keyed by both, since an entry
+  // claiming the offset of another with a larger size must still have its own bytes checked.
+  Verified verified;
   for (const auto& entry : header_["tensors"]) {
     absl::Status s = AddTensor(entry, verify_checksums, verified);
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
@@ -165,7 +167,7 @@ absl::Status ModelFile::ParseHeader(bool verify_checksums) {
 }
 
 absl::Status ModelFile::AddTensor(const nlohmann::json& entry, bool verify_checksums,
-                                  absl::flat_hash_map<uint64_t, uint32_t>& verified) {
+                                  Verified& verified) {
   TensorView t;
   uint64_t offset = 0;
   uint32_t crc = 0;
@@ -219,10 +221,11 @@ absl::Status ModelFile::AddTensor(const nlohmann::json& entry, bool verify_check
   }
   t.data = base_ + offset;
   if (verify_checksums) {
-    auto it = verified.find(offset);
+    const std::pair<uint64_t, uint64_t> key(offset, t.size_bytes);
+    auto it = verified.find(key);
     const uint32_t actual =
         it != verified.end() ? it->second : Crc32(base_ + offset, t.size_bytes);
-    verified.emplace(offset, actual);
+    verified.emplace(key, actual);
     if (actual != crc) {
       return absl::DataLossError(
           absl::StrCat("checksum mismatch in tensor '", t.name, "' (file corrupted)"));

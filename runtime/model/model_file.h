@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -71,8 +72,9 @@ class ModelFile {
  private:
   ModelFile() = default;
   absl::Status ParseHeader(bool verify_checksums);
-  absl::Status AddTensor(const nlohmann::json& entry, bool verify_checksums,
-                         absl::flat_hash_map<uint64_t, uint32_t>& verified);
+  // Checksums already computed, by (offset, size).
+  using Verified = absl::flat_hash_map<std::pair<uint64_t, uint64_t>, uint32_t>;
+  absl::Status AddTensor(const nlohmann::json& entry, bool verify_checksums, Verified& verified);
 
   std::string path_;
   const uint8_t* base_ = nullptr;

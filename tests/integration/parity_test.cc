@@ -119,7 +119,9 @@ TEST(ParityTest, Beam4MatchesHuggingFace) {
     // Every n-best score equals its hypothesis' log-probability / length (length_penalty 1),
     // recomputed by teacher forcing (on the first 100 lines: it costs a decoder pass each).
     for (size_t n = 0; i < 100 && n < nbest.size(); ++n) {
-      if (n > 0) EXPECT_GE(nbest[n - 1].score, nbest[n].score);
+      if (n > 0) {
+        EXPECT_GE(nbest[n - 1].score, nbest[n].score);
+      }
       const auto& tokens = nbest[n].tokens;
       const auto lp = StepLogProbs(*model, golden[i].src_ids, tokens);
       double sum = 0;

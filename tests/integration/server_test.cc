@@ -134,7 +134,9 @@ TEST_F(ServerTest, StreamDeliversPiecesBeforeTheEndAndTheyAddUp) {
       while (reader->Read(&message)) {
         (messages++ == 0 ? first : last) = Clock::now();
         text += message.text_piece();
-        if (message.done()) EXPECT_EQ(message.result().hypotheses(0).text(), text);
+        if (message.done()) {
+          EXPECT_EQ(message.result().hypotheses(0).text(), text);
+        }
       }
       ASSERT_TRUE(reader->Finish().ok());
       EXPECT_TRUE(message.done());
@@ -159,7 +161,8 @@ struct Outcome {
 
 Outcome RunClient(v1::Translator::Stub& stub, Kind kind, size_t line, const std::string& text,
                   int beam, std::mt19937& rng) {
-  Outcome out{kind};
+  Outcome out;
+  out.kind = kind;
   out.line = line;
   out.beam = beam;
   v1::TranslateRequest request;

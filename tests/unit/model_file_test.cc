@@ -46,6 +46,12 @@ class ModelFileTest : public ::testing::Test {
     return n;
   }
   nlohmann::json Header() const { return nlohmann::json::parse(original_.substr(24, HeaderSize())); }
+  // The header less its optional "name", leaving room for edits that lengthen it.
+  nlohmann::json RoomyHeader() const {
+    nlohmann::json header = Header();
+    header.erase("name");
+    return header;
+  }
 
   // The original file with a new JSON header of the same size (padded with spaces) and checksum.
   std::string WithHeader(const nlohmann::json& header) const {
@@ -159,6 +165,38 @@ TEST_F(ModelFileTest, UnsupportedConfigValueIsNamed) {
   nlohmann::json header = Header();
   header["config"]["activation"] = "mish";
   EXPECT_THAT(LoadBytes(WithHeader(header)).message(), HasSubstr("config.activation 'mish'"));
+}
+
+TEST_F(ModelFileTest, ForcedEosOutsideTheVocabularyIsRefused) {
+  nlohmann::json header = RoomyHeader();
+  header["generation"]["forced_eos_token_id"] = 99999;  // the decoder would write past the row
+  const absl::Status s = LoadBytes(WithHeader(header));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("forced_eos_token_id 99999 is outside"));
+}
+
+TEST_F(ModelFileTest, ConfigIntegerBeyondIntIsRefusedNotWrapped) {
+  nlohmann::json header = RoomyHeader();
+  header["config"]["d_model"] = (uint64_t{1} << 32) + 256;  // get<int>() would read 256
+  const absl::Status s = LoadBytes(WithHeader(header));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("4294967552 is outside the range of int"));
+}
+
+TEST_F(ModelFileTest, EntryAtAnotherTensorsOffsetHasItsOwnBytesChecked) {
+  // The second tensor claims the first one's offset and checksum, with its own (equal or
+  // larger) size: the checksum must be computed over its own bytes, not reused by offset.
+  nlohmann::json header = RoomyHeader();
+  auto& tensors = header["tensors"];
+  nlohmann::json& first = tensors[3];  // encoder.embed_positions.weight, 512 KiB
+  nlohmann::json* larger = nullptr;
+  for (size_t i = 4; i < tensors.size() && larger == nullptr; ++i) {
+    if (tensors[i]["size"].get<uint64_t>() > first["size"].get<uint64_t>()) larger = &tensors[i];
+  }
+  ASSERT_NE(larger, nullptr);
+  (*larger)["offset"] = first["offset"];
+  (*larger)["crc32"] = first["crc32"];
+  EXPECT_THAT(LoadBytes(WithHeader(header)).message(), HasSubstr("checksum mismatch"));
 }
 
 TEST_F(ModelFileTest, HeaderThatIsNotJson) {

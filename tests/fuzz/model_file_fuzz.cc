@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -106,8 +107,14 @@ void CheckOpened(const glossa::ModelFile& file, size_t file_size) {
   FUZZ_CHECK(c.eos_id >= 0 && c.eos_id < c.target_vocab_size && c.pad_id >= 0 &&
                  c.pad_id < c.target_vocab_size && c.unk_id >= 0 && c.unk_id < c.source_vocab_size,
              "ParseModelInfo accepted special ids outside the vocabulary");
-  FUZZ_CHECK(info->generation.num_beams >= 1 && info->generation.max_length >= 2,
+  const glossa::GenerationDefaults& g = info->generation;
+  FUZZ_CHECK(g.num_beams >= 1 && g.max_length >= 2 && std::fabs(g.length_penalty) <= 10.0f,
              "ParseModelInfo returned bad generation defaults");
+  FUZZ_CHECK(g.forced_eos_id >= -1 && g.forced_eos_id < c.target_vocab_size,
+             "ParseModelInfo accepted a forced EOS id outside the vocabulary");
+  for (int id : c.banned_ids) {
+    FUZZ_CHECK(id >= 0 && id < c.target_vocab_size, "ParseModelInfo accepted a banned id outside");
+  }
 
   auto tokenizer = glossa::Tokenizer::Load(file, c);
   Log("Tokenizer::Load", tokenizer.status());

@@ -7,7 +7,9 @@
 #                                               ASan+UBSan, then each fuzz target for a short while
 # Environment: BUILD_DIR (default build), JOBS (default: number of cores),
 #   GLOSSA_SANITIZERS=0 skips the sanitizer pass (ASan+UBSan build in build-asan),
-#   GLOSSA_FUZZ=0 skips the fuzz pass (clang libFuzzer build in build-fuzz, ctest -L fuzz).
+#   GLOSSA_FUZZ=0 skips the fuzz pass (clang libFuzzer build in build-fuzz, ctest -L fuzz),
+#   GLOSSA_TSAN=1 adds a ThreadSanitizer pass over the unit and server tests (build-tsan; off by
+#   default: another full build, ~15 more minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -41,6 +43,13 @@ case "${1:-}" in
       configure_and_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_BUILD_TESTS=ON \
         -DGLOSSA_SANITIZE=address
       (cd build-asan && ctest --output-on-failure --timeout 1500 -j "$JOBS" -L "unit|server") ||
+        status=$?
+    fi
+    if [ "${GLOSSA_TSAN:-0}" != 0 ]; then
+      echo "== the unit and server tests again under ThreadSanitizer"
+      configure_and_build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_BUILD_TESTS=ON \
+        -DGLOSSA_SANITIZE=thread
+      (cd build-tsan && ctest --output-on-failure --timeout 1500 -j "$JOBS" -L "unit|server") ||
         status=$?
     fi
     if [ "${GLOSSA_FUZZ:-1}" != 0 ]; then

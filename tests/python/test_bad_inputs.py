@@ -53,7 +53,9 @@ class BadInputsTest(ts.ServerTestCase):
         except ts.grpc.RpcError as error:
             return error.code().name, error.details() or ""
 
-    def check(self, case, call, *expected):
+    def check(self, case, call, *expected, closes_connection=False):
+        """closes_connection: the case may make the server close the client's connection (an
+        HTTP/2 connection error); the next call may then see UNAVAILABLE once, and is retried."""
         with self.subTest(case):
             code, message = self.outcome(call)
             self.rows.append((case, " or ".join(expected), code, message))
@@ -61,6 +63,10 @@ class BadInputsTest(ts.ServerTestCase):
             if code != OK:
                 self.assertTrue(message.strip(), f"{case}: {code} without a message")
             self.assertServerAlive()
+            if closes_connection:
+                code, message = self.outcome(self.assertTranslatesNormally)
+                if code != OK:
+                    self.assertEqual(code, "UNAVAILABLE", message)
             self.assertTranslatesNormally()
 
     def options_case(self, case, expected, texts=(ts.SHORT,), **options):
@@ -147,7 +153,7 @@ class BadInputsTest(ts.ServerTestCase):
             return lambda: self.translator.Translate(ts.pb.TranslateRequest(texts=["hola"]),
                                                      metadata=metadata, timeout=ts.RPC_TIMEOUT_S)
         self.check("20 KB of metadata", with_metadata(("x-big", "a" * 20_000)),
-                   OK, "RESOURCE_EXHAUSTED", "INTERNAL", "UNAVAILABLE")
+                   OK, "RESOURCE_EXHAUSTED", "INTERNAL", "UNAVAILABLE", closes_connection=True)
         self.check("authorization header without --auth_token_file",
                    with_metadata(("authorization", "Bearer x")), OK)
         self.check("deadline 1 ms, 64 long texts, beam 4", lambda: self.translate(

@@ -111,6 +111,33 @@ def tiny_tensors():
     }
 
 
+def complete_tensors(d=8, ffn=16, positions=32, vocab=len(VOCAB)):
+    """Every tensor of a one-layer Marian model for tiny_header(): Model::Load takes it, and the
+    fuzz target translates with it."""
+    rng = np.random.default_rng(1)
+
+    def normal(*shape):
+        return (0.5 * rng.standard_normal(shape)).astype(np.float32)
+
+    tensors = {k: v for k, v in tiny_tensors().items() if k.startswith("tokenizer.")}
+    tensors["encoder.embed_tokens.weight"] = normal(vocab, d)
+    tensors["final_logits_bias"] = normal(vocab)
+    for side in ("encoder", "decoder"):
+        tensors[f"{side}.embed_positions.weight"] = normal(positions, d)
+        attentions = ["self_attn"] + (["encoder_attn"] if side == "decoder" else [])
+        prefix = f"{side}.layers.0."
+        for attention in attentions:
+            for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                tensors[f"{prefix}{attention}.{proj}.weight"] = normal(d, d)
+                tensors[f"{prefix}{attention}.{proj}.bias"] = normal(d)
+        for norm in [f"{a}_layer_norm" for a in attentions] + ["final_layer_norm"]:
+            tensors[f"{prefix}{norm}.weight"] = np.ones(d, np.float32)
+            tensors[f"{prefix}{norm}.bias"] = np.zeros(d, np.float32)
+        tensors[f"{prefix}fc1.weight"], tensors[f"{prefix}fc1.bias"] = normal(ffn, d), normal(ffn)
+        tensors[f"{prefix}fc2.weight"], tensors[f"{prefix}fc2.bias"] = normal(d, ffn), normal(d)
+    return tensors
+
+
 def write(directory, name, data):
     with open(os.path.join(directory, name), "wb") as f:
         f.write(data)
@@ -134,6 +161,7 @@ def model_seeds(directory, scratch):
     separate["generation"] = {"num_beams": 1, "max_length": 4, "forced_eos_token_id": None}
     model("separate-vocab.glossa", separate, tiny_tensors())
     model("no-tensors.glossa", {"format_version": 1, "config": {}}, {})
+    model("complete.glossa", tiny_header(), complete_tensors(), tied)
     # A file cut inside a tensor, and one cut inside the header.
     write(directory, "truncated-tensor.glossa", full[:len(full) - 20])
     write(directory, "truncated-header.glossa", full[:100])

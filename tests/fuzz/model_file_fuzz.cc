@@ -1,6 +1,9 @@
 // Fuzzes the model file loader: ModelFile::Open (preamble, version, header checksum, JSON header,
 // tensor index: dtypes, shapes, sizes, offsets, bounds, tensor checksums), then ParseModelInfo on
-// the header and Tokenizer::Load (the vocabulary and both SentencePiece models) when it opens.
+// the header and Tokenizer::Load (the vocabulary and both SentencePiece models) when it opens;
+// and when the whole model loads (Model::Load: every weight's shape checked), translates two
+// short sentences greedily and with a beam of 2, so that header values the decoder indexes with
+// (special ids, forced EOS, banned ids, lengths) are exercised, not only parsed.
 //
 // The input is a whole model file. Open() maps a path, so the bytes go into a memfd opened as
 // /proc/self/fd/N. A mutated header rarely keeps its crc32, so each input is opened three ways:
@@ -16,6 +19,8 @@
 #include <cstring>
 #include <string>
 
+#include "engine/model.h"
+#include "engine/translator.h"
 #include "fuzz_util.h"
 #include "model/config.h"
 #include "model/model_file.h"
@@ -142,6 +147,35 @@ void OpenAndCheck(const std::string& bytes, bool verify_checksums) {
   }
 }
 
+// A model that loads must translate: two sentences, greedy and beam 2, at most 4 tokens each.
+void LoadAndTranslate() {
+  auto model = glossa::Model::Load(GetScratch().path);
+  Log("Model::Load", model.status());
+  if (!model.ok()) return;
+  glossa::TranslatorOptions options;
+  options.max_batch_size = 2;
+  options.kv_cache_bytes = int64_t{64} << 20;
+  glossa::Translator translator(*model, options);
+  for (int beam : {1, 2}) {
+    glossa::TranslateOptions t;
+    t.beam_size = beam;
+    t.max_output_tokens = 4;
+    auto result = translator.Translate({"Hola", "En el principio."}, t);
+    Log(beam == 1 ? "Translate (greedy)" : "Translate (beam 2)", result.status());
+    if (!result.ok()) continue;  // e.g. max_output_tokens above a tiny model's max_length
+    FUZZ_CHECK(result->size() == 2, "Translate returned the wrong number of translations");
+    for (const auto& translation : *result) {
+      for (const auto& h : translation.hypotheses) {
+        FUZZ_CHECK(h.token_ids.size() <= 4, "a hypothesis is longer than max_output_tokens");
+        for (int id : h.token_ids) {
+          FUZZ_CHECK(id >= 0 && id < (*model)->config().target_vocab_size,
+                     "a generated id is outside the target vocabulary");
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -158,5 +192,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     OpenAndCheck(bytes, /*verify_checksums=*/true);
   }
   OpenAndCheck(bytes, /*verify_checksums=*/false);
+  LoadAndTranslate();  // the scratch file now holds the bytes with the header crc fixed up
   return 0;
 }

@@ -510,7 +510,7 @@ def compare_metrics(expo, client, client_tokens, models):
         have ended such a call OK (just before the client's cancel or deadline), CANCELLED (a
         client's deadline reaches the server as a cancellation when the server's copy of the
         deadline, taken when the call arrived, is later than the client's by more than the
-        service's 5 ms margin), DEADLINE_EXCEEDED, never have seen it (cancelled before it was
+        service's 50 ms margin), DEADLINE_EXCEEDED, never have seen it (cancelled before it was
         sent), or have seen the call but not its request (then it cannot know the model: label
         ""). So, per method over all labels and per method for each loaded model:
             0 <= sum(S) - sum(C over the answered codes) <= C[CANCELLED] + C[DEADLINE_EXCEEDED],

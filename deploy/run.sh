@@ -22,6 +22,13 @@ configure_and_build() {  # DIR CMAKE_ARGS...
   cmake --build "$dir" -j "$JOBS"
 }
 
+sanitized_tests() {  # DIR SANITIZER: build with GLOSSA_SANITIZE=SANITIZER, run labels unit|server
+  # (called as `sanitized_tests ... || status=$?`, where set -e does not apply: hence the return)
+  configure_and_build "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_BUILD_TESTS=ON \
+    -DGLOSSA_SANITIZE="$2" || return
+  (cd "$1" && ctest --output-on-failure --timeout 1500 -j "$JOBS" -L "unit|server")
+}
+
 case "${1:-}" in
   serve)
     shift
@@ -40,17 +47,11 @@ case "${1:-}" in
       status=$?
     if [ "${GLOSSA_SANITIZERS:-1}" != 0 ]; then
       echo "== the unit and server tests again under AddressSanitizer + UndefinedBehaviorSanitizer"
-      configure_and_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_BUILD_TESTS=ON \
-        -DGLOSSA_SANITIZE=address
-      (cd build-asan && ctest --output-on-failure --timeout 1500 -j "$JOBS" -L "unit|server") ||
-        status=$?
+      sanitized_tests build-asan address || status=$?
     fi
     if [ "${GLOSSA_TSAN:-0}" != 0 ]; then
       echo "== the unit and server tests again under ThreadSanitizer"
-      configure_and_build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_BUILD_TESTS=ON \
-        -DGLOSSA_SANITIZE=thread
-      (cd build-tsan && ctest --output-on-failure --timeout 1500 -j "$JOBS" -L "unit|server") ||
-        status=$?
+      sanitized_tests build-tsan thread || status=$?
     fi
     if [ "${GLOSSA_FUZZ:-1}" != 0 ]; then
       echo "== the fuzz targets (clang, libFuzzer + ASan + UBSan), ${GLOSSA_FUZZ_SECONDS:-30} s each"

@@ -2,9 +2,9 @@
 
 #include <thread>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/status_util.h"
 
 namespace glossa::server {
 
@@ -55,21 +55,6 @@ std::string ModelRegistry::Names() const {
   return absl::StrJoin(names, ", ");
 }
 
-namespace {
-
-// A client's model name as error messages quote it: escaped (it may hold any bytes) and cut to
-// 64 bytes (found by tests/python/test_bad_inputs.py: a 90 KB name, echoed whole, made the
-// status trailer larger than the client's metadata limit, so the client saw RESOURCE_EXHAUSTED
-// "received initial metadata size exceeds limit" instead of NOT_FOUND).
-std::string Quoted(absl::string_view name) {
-  constexpr size_t kMaxQuoted = 64;
-  if (name.size() <= kMaxQuoted) return absl::StrCat("'", absl::CHexEscape(name), "'");
-  return absl::StrCat("'", absl::CHexEscape(name.substr(0, kMaxQuoted)), "...' (", name.size(),
-                      " bytes)");
-}
-
-}  // namespace
-
 absl::StatusOr<LoadedModel*> ModelRegistry::Find(const std::string& name) const {
   if (name.empty()) {
     if (models_.size() == 1) return models_.begin()->second.get();
@@ -79,7 +64,7 @@ absl::StatusOr<LoadedModel*> ModelRegistry::Find(const std::string& name) const 
   auto it = models_.find(name);
   if (it == models_.end()) {
     return absl::NotFoundError(
-        absl::StrCat("no model named ", Quoted(name), "; this server holds: ", Names()));
+        absl::StrCat("no model named ", QuoteForMessage(name), "; this server holds: ", Names()));
   }
   return it->second.get();
 }

@@ -3,7 +3,6 @@
 #include <deque>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -358,12 +357,10 @@ grpc::ServerGenericBidiReactor* UnknownMethodService::CreateReactor(
   class Reactor final : public grpc::ServerGenericBidiReactor {
    public:
     explicit Reactor(const std::string& method) {
-      constexpr size_t kMaxQuoted = 200;
       Finish(grpc::Status(
           grpc::StatusCode::UNIMPLEMENTED,
-          absl::StrCat("this server has no method '",
-                       absl::CHexEscape(absl::string_view(method).substr(0, kMaxQuoted)),
-                       "'; it serves /glossa.v1.Translator/{Translate,TranslateStream,ListModels}, "
+          absl::StrCat("this server has no method ", QuoteForMessage(method, 200),
+                       "; it serves /glossa.v1.Translator/{Translate,TranslateStream,ListModels}, "
                        "grpc.health.v1.Health and server reflection")));
     }
     void OnDone() override { delete this; }

@@ -241,8 +241,16 @@ void Engine::Admit(Worker* worker, std::vector<Pending>* admitted) {
   int sequences = static_cast<int>(worker->batch.groups().size());
   int64_t rows = worker->batch.active_rows(), tokens = 0;
   const absl::Time now = Now();
+  if (abort_) {
+    // Nothing more is admitted: EndExpiredJobs ends every live job, queued ones included, with
+    // UNAVAILABLE. Dropping the queue here lets the workers see it empty and exit.
+    queue_.clear();
+    pending_sources_ = 0;
+    queued_.store(0);
+    return;
+  }
   // Passes over the waiting jobs in arrival order, one source from each per pass.
-  bool full = abort_;
+  bool full = false;
   while (!full && !queue_.empty()) {
     for (auto it = queue_.begin(); it != queue_.end();) {
       JobState& job = **it;

@@ -153,6 +153,34 @@ TEST(EngineTest, ShutdownPastItsDeadlineEndsWorkWithUnavailable) {
   EXPECT_EQ(engine.stats().kv_blocks_in_use, 0);
 }
 
+// Shutdown past its deadline with work still queued, over and over, on several workers: it must
+// return every time (it once spun forever: the aborted queue never emptied).
+TEST(EngineTest, RepeatedShutdownsPastTheirDeadlineAlwaysReturn) {
+  GLOSSA_REQUIRE_SHARED();
+  const auto sources = DevSources(32);
+  for (int round = 0; round < 30; ++round) {
+    EngineOptions o;
+    o.workers = 1 + round % 2;
+    o.max_active_sequences = 4;
+    Engine engine(testing::DemoModel(), o);
+    std::vector<std::unique_ptr<Waiter>> waiters;
+    for (int i = 0; i < 6; ++i) {
+      waiters.push_back(std::make_unique<Waiter>());
+      waiters.back()->job->sources = sources;
+      waiters.back()->job->search = Beam(1 + i % 4);
+      ASSERT_TRUE(engine.Submit(waiters.back()->job).ok());
+    }
+    absl::SleepFor(absl::Milliseconds(round % 5));
+    engine.Shutdown(absl::Now());
+    for (auto& w : waiters) {
+      ASSERT_TRUE(w->done.HasBeenNotified()) << "round " << round;
+      EXPECT_EQ(w->result.status().code(), absl::StatusCode::kUnavailable);
+    }
+    EXPECT_EQ(engine.stats().kv_blocks_in_use, 0);
+    EXPECT_EQ(engine.stats().queued_sources, 0);
+  }
+}
+
 // 100 dev sentences submitted at once with mixed options (greedy, beam 2/4/5, n-best) equal each
 // sentence translated alone.
 TEST(EngineTest, OutputsDoNotDependOnWhatTheyAreBatchedWith) {

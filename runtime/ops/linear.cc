@@ -1,5 +1,7 @@
 #include "ops/linear.h"
 
+#include <cstdlib>
+
 #include <omp.h>
 
 #include <algorithm>
@@ -175,7 +177,21 @@ class ThreadMemories {
 }  // namespace
 
 dnnl::engine& CpuEngine() {
-  static dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine* engine = [] {
+    // No AMX: oneDNN 2.6 runs bfloat16 matmuls of one row on AVX512-BF16 but of several rows on
+    // AMX where the CPU has it (Sapphire Rapids), and the two round differently, so a sentence's
+    // bfloat16 output would depend on what it was batched with (ComputeTypeTest saw it). Capped
+    // at AVX512-BF16, every row count takes the same kernels and results equal those of CPUs
+    // without AMX. int8 is exact either way. The cap must precede the first primitive; an
+    // ONEDNN_MAX_CPU_ISA set in the environment wins (set_max_cpu_isa then fails, harmlessly).
+    if (std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr) {
+      try {
+        dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core_bf16);
+      } catch (const dnnl::error&) {
+      }
+    }
+    return new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return *engine;
 }
 

@@ -137,7 +137,9 @@ double CheckAgainstFloat32(ComputeType compute, const Case& c, double max_relati
   std::vector<float> alone(init.end() - c.out, init.end());
   linear.Forward(x.data() + (c.rows - 1) * c.in, 1, alone.data(), c.accumulate);
   EXPECT_EQ(0, std::memcmp(alone.data(), actual.data() + (c.rows - 1) * c.out,
-                           c.out * sizeof(float)));
+                           c.out * sizeof(float)))
+      << ComputeTypeName(compute) << " in " << c.in << " out " << c.out << " rows " << c.rows
+      << ": the last row alone differs from the same row in the batch";
   return error / norm;
 }
 

@@ -14,16 +14,20 @@ namespace {
 absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
   // NaN fails every comparison, so the range checks further on let it through (found by fuzzing:
   // a NaN temperature meant "no sampling", a NaN top_p "no cut").
-  for (float v : {o.length_penalty(), o.sampling_temperature(), o.sampling_top_p()}) {
+  for (float v : {o.length_penalty(), o.sampling_temperature(), o.sampling_top_p(),
+                  o.repetition_penalty()}) {
     if (std::isnan(v)) {
       return absl::InvalidArgumentError(
-          "length_penalty, sampling_temperature and sampling_top_p must be numbers, not NaN");
+          "length_penalty, sampling_temperature, sampling_top_p and repetition_penalty must be "
+          "numbers, not NaN");
     }
   }
   constexpr uint32_t kHuge = 1u << 20;
-  if (o.beam_size() > kHuge || o.num_hypotheses() > kHuge || o.max_output_tokens() > kHuge) {
-    return absl::InvalidArgumentError("beam_size, num_hypotheses and max_output_tokens must be "
-                                      "small positive numbers");
+  if (o.beam_size() > kHuge || o.num_hypotheses() > kHuge || o.max_output_tokens() > kHuge ||
+      o.min_output_tokens() > kHuge || o.no_repeat_ngram_size() > kHuge) {
+    return absl::InvalidArgumentError(
+        "beam_size, num_hypotheses, max_output_tokens, min_output_tokens and "
+        "no_repeat_ngram_size must be small positive numbers");
   }
   TranslateOptions t;
   t.beam_size = static_cast<int>(o.beam_size());
@@ -37,6 +41,11 @@ absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
   t.sampling.top_k = static_cast<int>(o.sampling_top_k());
   t.sampling.top_p = o.sampling_top_p();
   t.sampling.seed = o.seed();
+  t.repetition_penalty = o.repetition_penalty();
+  t.no_repeat_ngram_size = static_cast<int>(o.no_repeat_ngram_size());
+  t.min_output_tokens = static_cast<int>(o.min_output_tokens());
+  t.target_prefix = o.target_prefix();
+  t.token_scores = o.return_token_scores();
   return t;
 }
 
@@ -45,11 +54,27 @@ absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
 bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* request) {
   internal::RawTranslateRequest raw;
   if (size > INT_MAX || !raw.ParseFromArray(data, static_cast<int>(size))) return false;
-  // A string field may hold any bytes in memory; only the parser insists on UTF-8.
-  request->Clear();
-  request->set_model(std::move(*raw.mutable_model()));
-  for (std::string& text : *raw.mutable_texts()) request->add_texts(std::move(text));
-  if (raw.has_options()) request->mutable_options()->Swap(raw.mutable_options());
+  // The string fields come out as bytes; the rest (numbers, and fields the raw message does not
+  // name) goes through the public parser. A string field may hold any bytes in memory; only the
+  // parser insists on UTF-8.
+  const bool had_options = raw.has_options();
+  std::string model = std::move(*raw.mutable_model());
+  std::string source_language = std::move(*raw.mutable_source_language());
+  std::string target_language = std::move(*raw.mutable_target_language());
+  std::string prefix;
+  if (had_options) prefix = std::move(*raw.mutable_options()->mutable_target_prefix());
+  google::protobuf::RepeatedPtrField<std::string> texts;
+  texts.Swap(raw.mutable_texts());
+  raw.clear_model();
+  raw.clear_source_language();
+  raw.clear_target_language();
+  if (had_options) raw.mutable_options()->clear_target_prefix();
+  if (!request->ParseFromString(raw.SerializeAsString())) return false;
+  request->set_model(std::move(model));
+  request->set_source_language(std::move(source_language));
+  request->set_target_language(std::move(target_language));
+  for (std::string& text : texts) request->add_texts(std::move(text));
+  if (had_options) request->mutable_options()->set_target_prefix(std::move(prefix));
   return true;
 }
 
@@ -91,6 +116,7 @@ void ToProto(const Translation& translation, bool return_scores, v1::Translation
     hyp->set_text(h.text);
     if (return_scores) hyp->set_score(h.score);
     hyp->mutable_token_ids()->Add(h.token_ids.begin(), h.token_ids.end());
+    hyp->mutable_token_scores()->Add(h.token_scores.begin(), h.token_scores.end());
   }
 }
 

@@ -69,8 +69,10 @@ void SetResult(const PreparedRequest& p, const std::vector<std::string>& texts,
     const TranslatedHypothesis& best = translations[i].hypotheses.front();
     const std::vector<int>& ids = best.token_ids;
     const int64_t n = static_cast<int64_t>(ids.size());
-    r.output_tokens += n - (!ids.empty() && ids.back() == eos ? 1 : 0);
-    if (n > 0 && n >= p.search.max_new_tokens) ++r.truncated;
+    // The target prefix was given, not generated (an empty text has neither).
+    const int64_t prefix = n > 0 ? static_cast<int64_t>(p.search.prefix.size()) : 0;
+    r.output_tokens += n - prefix - (!ids.empty() && ids.back() == eos ? 1 : 0);
+    if (n > 0 && n >= p.search.positions()) ++r.truncated;
     const absl::string_view text =
         i < texts.size() ? absl::StripAsciiWhitespace(texts[i]) : absl::string_view();
     if (!text.empty() && text == absl::StripAsciiWhitespace(best.text)) ++r.untranslated;
@@ -142,6 +144,9 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       Complete(DetokenizeResults(*p_->model->model, p_->sources, {}).front());
       return;
     }
+    // The client knows its target prefix: the pieces stream the completion.
+    sent_tokens_ = p_->search.prefix.size();
+    sent_text_ = p_->model->model->tokenizer().DecodeTarget(p_->search.prefix);
     job_ = NewJob(*p_, context);
     job_->on_tokens = [this](const std::vector<int>& stable) { OnTokens(stable); };
     job_->on_done = [this](JobResult result) {

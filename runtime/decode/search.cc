@@ -18,29 +18,38 @@ Search::Search(const SearchOptions& options, const SearchVocab& vocab)
   options_.beam_size = std::max(1, options_.beam_size);
   options_.num_hypotheses = std::clamp(options_.num_hypotheses, 1, options_.beam_size);
   options_.max_new_tokens = std::max(1, options_.max_new_tokens);
-  const int beams = options_.beam_size, length = options_.max_new_tokens;
+  const int beams = options_.beam_size, length = options_.positions();
+  const bool scores = options_.token_scores;
   // Every buffer at its worst-case size now, so that Advance() never allocates.
   for (auto* set : {&beams_, &next_beams_}) {
     set->resize(beams);
     for (Beam& b : *set) {
       b.tokens.reserve(length);
       b.ancestry.reserve(length + 1);
+      if (scores) b.token_scores.reserve(length);
     }
   }
   active_ = 1;
   beams_[0].ancestry.push_back(0);
   finished_.resize(beams + 1);
-  for (Finished& f : finished_) f.tokens.reserve(length);
+  for (Finished& f : finished_) {
+    f.tokens.reserve(length);
+    if (scores) f.token_scores.reserve(length);
+  }
   if (beams > 1) {
     top_.resize(static_cast<size_t>(beams) * 2 * beams);
     top_count_.resize(beams);
     merge_pos_.resize(beams);
     candidates_.reserve(2 * beams);
   }
-  if (options_.sampling.temperature > 0.0f) {
-    sorted_.reserve(vocab_.vocab_size);
-    scratch_row_.reserve(vocab_.vocab_size);
-  }
+  const bool sampling = options_.sampling.temperature > 0.0f;
+  if (sampling) sorted_.reserve(vocab_.vocab_size);
+  // Greedy keeps its raw row when sampling or controls rewrite it (its score is of raw logits);
+  // beam search only for token scores.
+  const int raw_rows = beams > 1 ? (scores ? beams : 0) : (sampling || options_.has_controls());
+  raw_rows_.resize(static_cast<size_t>(raw_rows) * vocab_.vocab_size);
+  raw_lse_.resize(beams);
+  if (options_.repetition_penalty != 1.0f) gathered_.reserve(length + 1);
   rng_.seed(options_.sampling.seed);
 }
 
@@ -62,9 +71,43 @@ void Search::ApplyProcessors(float* row) const {
   }
 }
 
+void Search::ApplyControls(int beam_index, float* row) {
+  const Beam& beam = beams_[beam_index];
+  if (options_.repetition_penalty != 1.0f) {
+    // Hugging Face gathers the scores of every token of the sequence (the decoder start too),
+    // then scatters the penalised values back: a token that occurs twice is penalised once.
+    const float p = options_.repetition_penalty;
+    auto penalise = [p](float x) { return x < 0.0f ? x * p : x / p; };
+    gathered_.clear();
+    gathered_.push_back(row[vocab_.decoder_start_id]);
+    for (int id : beam.tokens) gathered_.push_back(row[id]);
+    row[vocab_.decoder_start_id] = penalise(gathered_[0]);
+    for (size_t i = 0; i < beam.tokens.size(); ++i) row[beam.tokens[i]] = penalise(gathered_[i + 1]);
+  }
+  if (options_.no_repeat_ngram_size > 0) BanRepeatedNgrams(beam, row);
+  if (new_tokens() < options_.min_new_tokens) row[vocab_.eos_id] = kNegInf;
+}
+
+// Hugging Face's NoRepeatNGramLogitsProcessor over the decoder start + the tokens so far: every
+// token that would complete an n-gram already in the sequence is banned.
+void Search::BanRepeatedNgrams(const Beam& beam, float* row) const {
+  const int n = options_.no_repeat_ngram_size;
+  const int length = 1 + static_cast<int>(beam.tokens.size());
+  if (length + 1 < n) return;
+  auto at = [&](int i) { return i == 0 ? vocab_.decoder_start_id : beam.tokens[i - 1]; };
+  const int tail = length - (n - 1);  // where the last n-1 tokens start
+  for (int i = 0; i + n - 1 < length; ++i) {
+    bool match = true;
+    for (int k = 0; k < n - 1 && match; ++k) match = at(i + k) == at(tail + k);
+    if (match) row[at(i + n - 1)] = kNegInf;
+  }
+}
+
 void Search::Advance(float* logits) {
   if (done_) return;
-  if (options_.beam_size == 1) {
+  if (step_ < prefix_length()) {
+    AdvancePrefix(logits);
+  } else if (options_.beam_size == 1) {
     AdvanceGreedy(logits);
   } else {
     AdvanceBeam(logits);
@@ -72,14 +115,26 @@ void Search::Advance(float* logits) {
   if (!done_) PrepareNextStep();
 }
 
+void Search::AdvancePrefix(float* row) {
+  Beam& beam = beams_[0];
+  const int token = options_.prefix[step_];
+  if (options_.token_scores) {
+    const ops::LogSumExp lse = ops::ComputeLogSumExp(row, vocab_.vocab_size);
+    beam.token_scores.push_back((row[token] - lse.max) - lse.log_sum);
+  }
+  beam.tokens.push_back(token);
+  ++step_;
+}
+
 void Search::AdvanceGreedy(float* row) {
   const int v = vocab_.vocab_size;
   const bool forced = ForcedStep();
   const bool sampling = options_.sampling.temperature > 0.0f;
+  const bool controls = options_.has_controls();
   ops::LogSumExp lse;  // of the raw logits: the log-probabilities' normaliser
   int token;
-  float logit;
-  if (!forced && !sampling) {
+  float logit;  // raw
+  if (!forced && !sampling && !controls) {
     // The usual step, fused: the argmax of the raw logits is that of the processed ones unless
     // it is a banned id.
     const ops::ArgMaxLogSumExp r = ops::ComputeArgMaxLogSumExp(row, v);
@@ -91,25 +146,24 @@ void Search::AdvanceGreedy(float* row) {
     }
     logit = row[token];
   } else {
+    // Processors and sampling rewrite the row; the score needs the raw logit.
     lse = ops::ComputeLogSumExp(row, v);
+    const bool keep_raw = controls || sampling;  // else only the forced EOS can be chosen
+    if (keep_raw) std::copy(row, row + v, raw_rows_.begin());
+    const float forced_raw = forced ? row[vocab_.forced_eos_id] : 0.0f;
+    if (controls) ApplyControls(0, row);
     ApplyProcessors(row);
-    if (sampling) {
-      // Sampling rewrites the row; keep what the score needs first.
-      std::vector<float>& keep = scratch_row_;
-      keep.assign(row, row + v);
-      token = Sample(row);
-      logit = keep[token];
-    } else {
-      token = static_cast<int>(ops::ArgMax(row, v));
-      logit = row[token];
-    }
+    token = sampling ? Sample(row) : static_cast<int>(ops::ArgMax(row, v));
+    logit = keep_raw ? raw_rows_[token] : forced_raw;
   }
   Beam& beam = beams_[0];
-  beam.score += forced ? 0.0f : (logit - lse.max) - lse.log_sum;
+  const float logprob = (logit - lse.max) - lse.log_sum;
+  beam.score += forced ? 0.0f : logprob;
+  if (options_.token_scores) beam.token_scores.push_back(logprob);
   beam.tokens.push_back(token);
   ++step_;
-  if (token == vocab_.eos_id || step_ >= options_.max_new_tokens) {
-    AddFinished(beam.tokens, -1, beam.score, 0);
+  if (token == vocab_.eos_id || new_tokens() >= options_.max_new_tokens) {
+    AddFinished(beam, -1, 0.0f, beam.score, 0);
     done_ = true;
   }
 }
@@ -172,17 +226,29 @@ void Search::AdvanceBeam(float* logits) {
   const int v = vocab_.vocab_size;
   const int per_beam = 2 * beams;
   const bool forced = ForcedStep();
+  const bool controls = options_.has_controls();
   for (int b = 0; b < active_; ++b) {
     float* row = logits + static_cast<int64_t>(b) * v;
     // Scores = ((x - max) - log_sum) + beam score, with processors applied as -inf (banned ids,
     // after the normaliser, as Hugging Face); at the forced EOS step the processed row is -inf
     // but 0 at EOS and the normaliser is not applied: lse = {0, 0} keeps x exactly.
     ops::LogSumExp lse;
+    if (options_.token_scores) {
+      raw_lse_[b] = ops::ComputeLogSumExp(row, v);
+      std::copy(row, row + v, raw_rows_.begin() + static_cast<int64_t>(b) * v);
+    }
     if (forced) {
       std::fill(row, row + v, kNegInf);
       row[vocab_.forced_eos_id] = 0.0f;
     } else {
       lse = ops::ComputeLogSumExp(row, v);
+      if (options_.repetition_penalty != 1.0f) {
+        // The penalty scales log-probabilities: write them out (the same float operations as
+        // TopKLogProbs), then lse = {0, 0} keeps them exactly.
+        for (int i = 0; i < v; ++i) row[i] = (row[i] - lse.max) - lse.log_sum;
+        lse = ops::LogSumExp();
+      }
+      if (controls) ApplyControls(b, row);
       for (int id : vocab_.banned_ids) row[id] = kNegInf;
     }
     top_count_[b] =
@@ -190,36 +256,44 @@ void Search::AdvanceBeam(float* logits) {
   }
   MergeCandidates(per_beam);
 
-  const int generated_len = step_ + 1;  // tokens generated once this step's token is added
+  const int generated_len = new_tokens() + 1;  // once this step's token is added
+  auto token_score = [&](const Candidate& c) {
+    if (!options_.token_scores) return 0.0f;
+    const ops::LogSumExp& lse = raw_lse_[c.beam];
+    return (raw_rows_[static_cast<int64_t>(c.beam) * v + c.token] - lse.max) - lse.log_sum;
+  };
   int filled = 0;
   for (size_t rank = 0; rank < candidates_.size() && filled < beams; ++rank) {
     const Candidate& c = candidates_[rank];
     const Beam& parent = beams_[c.beam];
     if (c.token == vocab_.eos_id) {
       if (rank >= static_cast<size_t>(beams)) continue;
-      AddFinished(parent.tokens, c.token, c.score, generated_len);
+      AddFinished(parent, c.token, token_score(c), c.score, generated_len);
       continue;
     }
     Beam& next = next_beams_[filled++];
     next.tokens = parent.tokens;  // within the reserved capacity: no allocation
     next.tokens.push_back(c.token);
     next.ancestry = parent.ancestry;
+    next.token_scores = parent.token_scores;
+    if (options_.token_scores) next.token_scores.push_back(token_score(c));
     next.score = c.score;
   }
   std::swap(beams_, next_beams_);
   active_ = filled;
   ++step_;
   done_ = IsDone(candidates_.front().score, generated_len);
-  if (!done_ && step_ >= options_.max_new_tokens) {
+  if (!done_ && new_tokens() >= options_.max_new_tokens) {
     for (int b = 0; b < active_; ++b) {
-      AddFinished(beams_[b].tokens, -1, beams_[b].score, step_);
+      AddFinished(beams_[b], -1, 0.0f, beams_[b].score, new_tokens());
     }
     done_ = true;
   }
 }
 
-// generated_len 0: greedy, whose score is the plain sum.
-void Search::AddFinished(const std::vector<int>& tokens, int last, float sum_logprobs,
+// Adds the beam's tokens (+ `last` with its token score, when last >= 0) as a finished
+// hypothesis; generated_len 0: greedy, whose score is the plain sum.
+void Search::AddFinished(const Beam& beam, int last, float last_score, float sum_logprobs,
                          int generated_len) {
   const double score =
       generated_len == 0
@@ -230,8 +304,12 @@ void Search::AddFinished(const std::vector<int>& tokens, int last, float sum_log
   if (finished_count_ >= beams && !(score > worst_finished_)) return;
   Finished& slot = finished_[finished_count_++];
   slot.score = score;
-  slot.tokens = tokens;  // within the reserved capacity: no allocation
-  if (last >= 0) slot.tokens.push_back(last);
+  slot.tokens = beam.tokens;  // within the reserved capacity: no allocation
+  slot.token_scores = beam.token_scores;
+  if (last >= 0) {
+    slot.tokens.push_back(last);
+    if (options_.token_scores) slot.token_scores.push_back(last_score);
+  }
   if (finished_count_ <= beams) {
     worst_finished_ = std::min(score, worst_finished_);
     return;
@@ -308,7 +386,7 @@ std::vector<Hypothesis> Search::Results() const {
   for (int n = 0; n < options_.num_hypotheses && !order.empty(); ++n) {
     const Finished& f = finished_[order.back()];
     order.pop_back();
-    out.push_back({f.tokens, static_cast<float>(f.score)});
+    out.push_back({f.tokens, static_cast<float>(f.score), f.token_scores});
   }
   return out;
 }

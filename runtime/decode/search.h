@@ -10,6 +10,14 @@
 // Greedy takes the argmax of the processed logits; its score is the sum of the chosen tokens'
 // log-probabilities (the forced EOS counting 0).
 //
+// Decoding controls (SearchOptions), as Hugging Face's logits processors, in its order:
+// repetition penalty, no-repeat n-grams, banned ids, minimum new tokens, forced EOS. Greedy and
+// sampling apply them to the raw logits, beam search to the log-probabilities (as generate()
+// does; a repetition penalty therefore changes beam scores but not greedy ones). A target prefix
+// is fed first, one forced token per step, unscored: the search proper starts after it, and
+// lengths (max_new_tokens, min_new_tokens, the length penalty's) count the tokens after it, as
+// Hugging Face counts them for `decoder_input_ids`.
+//
 // A search knows nothing of the decoder: the caller runs one decoder row per active beam (input
 // token, cache slot = beam index, ancestry), then hands the logits to Advance().
 //
@@ -45,11 +53,22 @@ struct SamplingOptions {
 
 struct SearchOptions {
   int beam_size = 1;
-  int max_new_tokens = 256;  // tokens generated, EOS included
+  int max_new_tokens = 256;  // tokens generated after the prefix, EOS included
   float length_penalty = 1.0f;
   bool early_stopping = false;
   int num_hypotheses = 1;  // <= beam_size
   SamplingOptions sampling;
+  float repetition_penalty = 1.0f;  // 1: off; > 1 discourages tokens already in the output
+  int no_repeat_ngram_size = 0;     // 0: off
+  int min_new_tokens = 0;           // EOS banned until this many tokens follow the prefix
+  std::vector<int> prefix;          // target ids every hypothesis starts with
+  bool token_scores = false;        // Hypothesis::token_scores wanted
+
+  // Decoder positions (and KV cache slots per beam) a hypothesis may use.
+  int positions() const { return static_cast<int>(prefix.size()) + max_new_tokens; }
+  bool has_controls() const {
+    return repetition_penalty != 1.0f || no_repeat_ngram_size > 0 || min_new_tokens > 0;
+  }
 };
 
 struct SearchVocab {
@@ -61,8 +80,11 @@ struct SearchVocab {
 };
 
 struct Hypothesis {
-  std::vector<int> tokens;  // generated tokens, ending with EOS unless cut by the length limit
+  std::vector<int> tokens;  // prefix + generated tokens, ending with EOS unless cut by the limit
   float score = 0.0f;       // beam: normalised by length; greedy: sum of log-probabilities
+  // With SearchOptions::token_scores: each token's log-probability under the model (the raw
+  // log-softmax, before any processor; the prefix's teacher-forced), one per token.
+  std::vector<float> token_scores;
 };
 
 class Search {
@@ -74,6 +96,8 @@ class Search {
   int active_beams() const { return active_; }
   int slots() const { return options_.beam_size; }  // cache slots this search needs
   int max_new_tokens() const { return options_.max_new_tokens; }
+  int positions() const { return options_.positions(); }
+  int prefix_length() const { return static_cast<int>(options_.prefix.size()); }
   int input_token(int beam) const;
   // [step() + 1] cache slot of each position of this beam's history; the last is `beam`.
   const int* ancestry(int beam) const { return beams_[beam].ancestry.data(); }
@@ -94,11 +118,13 @@ class Search {
   struct Beam {
     std::vector<int> tokens;
     std::vector<int> ancestry;
+    std::vector<float> token_scores;  // with options_.token_scores
     float score = 0.0f;  // sum of log-probabilities
   };
   struct Finished {
     double score = 0.0;  // Hugging Face keeps these as Python floats
     std::vector<int> tokens;
+    std::vector<float> token_scores;
   };
   struct Candidate {
     float score;
@@ -106,11 +132,18 @@ class Search {
     int token;
   };
 
+  // Tokens generated after the prefix so far.
+  int new_tokens() const { return step_ - prefix_length(); }
   bool ForcedStep() const {
-    return vocab_.forced_eos_id >= 0 && step_ == options_.max_new_tokens - 1;
+    return vocab_.forced_eos_id >= 0 && new_tokens() == options_.max_new_tokens - 1;
   }
   bool Banned(int id) const;
   void ApplyProcessors(float* row) const;
+  // The decoding controls on one beam's row (raw logits, or log-probabilities for beam search).
+  void ApplyControls(int beam, float* row);
+  void BanRepeatedNgrams(const Beam& beam, float* row) const;
+  // The token of a prefix step: the same for the single running beam.
+  void AdvancePrefix(float* row);
   void AdvanceGreedy(float* logits);
   // Picks a token from the processed logits of the single beam by sampling.
   int Sample(float* row);
@@ -120,7 +153,7 @@ class Search {
   // flattened beams × vocab, lowest index first among equals).
   void MergeCandidates(int count);
   // Adds `tokens` (+ `last` when >= 0) as a finished hypothesis.
-  void AddFinished(const std::vector<int>& tokens, int last, float sum_logprobs,
+  void AddFinished(const Beam& beam, int last, float last_score, float sum_logprobs,
                    int generated_len);
   bool IsDone(float best_sum_logprobs, int generated_len) const;
   void PrepareNextStep();
@@ -137,7 +170,10 @@ class Search {
   std::vector<Candidate> candidates_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int>> sorted_;  // sampling scratch
-  std::vector<float> scratch_row_;
+  // Raw rows kept for token scores, [beam_size][vocab], and each row's normaliser.
+  std::vector<float> raw_rows_;
+  std::vector<ops::LogSumExp> raw_lse_;
+  std::vector<float> gathered_;  // repetition-penalty scratch: one value per history token
   // beam_size + 1 slots; the first finished_count_ are the finished hypotheses, in insertion
   // order like Hugging Face's BeamHypotheses.
   std::vector<Finished> finished_;

@@ -103,7 +103,43 @@ absl::Status ResolveSampling(const TranslateOptions& o, SearchOptions& s) {
   return absl::OkStatus();
 }
 
+absl::Status ResolveControls(const TranslateOptions& o, SearchOptions& s) {
+  const float penalty = o.repetition_penalty;
+  if (!std::isfinite(penalty) || penalty < 0.0f) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "repetition_penalty ", penalty, " must be a finite number > 0 (1 or 0: off; above 1 "
+        "discourages repetition)"));
+  }
+  s.repetition_penalty = penalty == 0.0f ? 1.0f : penalty;
+  if (o.no_repeat_ngram_size < 0 || o.min_output_tokens < 0) {
+    return absl::InvalidArgumentError("no_repeat_ngram_size and min_output_tokens must be >= 0");
+  }
+  s.no_repeat_ngram_size = o.no_repeat_ngram_size;
+  s.min_new_tokens = o.min_output_tokens;
+  if (s.min_new_tokens >= s.max_new_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_output_tokens ", s.min_new_tokens, " must be below max_output_tokens ",
+        s.max_new_tokens, " (which counts the end of sentence)"));
+  }
+  s.token_scores = o.token_scores;
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<int>> Engine::EncodePrefix(const std::string& text) const {
+  if (text.empty()) return std::vector<int>();
+  auto ids = model_->tokenizer().EncodeTarget(text);
+  if (!ids.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("target_prefix: ", ids.status().message()));
+  }
+  if (static_cast<int>(ids->size()) >= options_.max_output_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target_prefix has ", ids->size(), " tokens; it must leave room for the translation "
+        "within the limit of ", options_.max_output_tokens, " tokens"));
+  }
+  return ids;
+}
 
 absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
   SearchOptions s;
@@ -119,11 +155,18 @@ absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
                                                    " exceeds beam_size ", s.beam_size,
                                                    ": ask for at most beam_size hypotheses"));
   }
-  s.max_new_tokens = o.max_output_tokens > 0 ? o.max_output_tokens : options_.max_output_tokens;
-  if (s.max_new_tokens > options_.max_output_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("max_output_tokens ", s.max_new_tokens,
-                                                   " exceeds the limit of ",
-                                                   options_.max_output_tokens));
+  GLOSSA_ASSIGN_OR_RETURN(s.prefix, EncodePrefix(o.target_prefix));
+  // The prefix and the new tokens share the model's positions.
+  const int room = options_.max_output_tokens - static_cast<int>(s.prefix.size());
+  s.max_new_tokens = o.max_output_tokens > 0 ? o.max_output_tokens : room;
+  if (s.max_new_tokens > room) {
+    return absl::InvalidArgumentError(
+        s.prefix.empty()
+            ? absl::StrCat("max_output_tokens ", s.max_new_tokens, " exceeds the limit of ",
+                           options_.max_output_tokens)
+            : absl::StrCat("max_output_tokens ", s.max_new_tokens, " plus the ",
+                           s.prefix.size(), " tokens of target_prefix exceed the limit of ",
+                           options_.max_output_tokens));
   }
   s.length_penalty = o.length_penalty.value_or(model_->info().generation.length_penalty);
   if (!(s.length_penalty >= -10.0f && s.length_penalty <= 10.0f)) {
@@ -132,11 +175,12 @@ absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
   }
   s.early_stopping = model_->info().generation.early_stopping;
   GLOSSA_RETURN_IF_ERROR(ResolveSampling(o, s));
+  GLOSSA_RETURN_IF_ERROR(ResolveControls(o, s));
   return s;
 }
 
 int Engine::KvBlocksFor(const SearchOptions& search) const {
-  const int per_slot = (search.max_new_tokens + KvCache::kBlockPositions - 1) /
+  const int per_slot = (search.positions() + KvCache::kBlockPositions - 1) /
                        KvCache::kBlockPositions;
   return search.beam_size * per_slot;
 }
@@ -159,12 +203,12 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
   }
   const SearchOptions& s = job->search;
   if (s.beam_size < 1 || s.beam_size > options_.max_beam_size || s.max_new_tokens < 1 ||
-      s.max_new_tokens > options_.max_output_tokens || s.num_hypotheses > s.beam_size) {
+      s.positions() > options_.max_output_tokens || s.num_hypotheses > s.beam_size) {
     return absl::InvalidArgumentError("search options out of range (see Engine::Resolve)");
   }
   if (KvBlocksFor(s) > kv_budget_blocks_) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "one sentence with beam_size ", s.beam_size, " and max_output_tokens ", s.max_new_tokens,
+        "one sentence with beam_size ", s.beam_size, " and max_output_tokens ", s.positions(),
         " needs ", KvBlocksFor(s) * pool_.block_bytes() >> 20, " MiB of KV cache, more than the ",
         kv_budget_blocks_ * pool_.block_bytes() >> 20, " MiB budget: lower either option"));
   }
@@ -347,7 +391,7 @@ void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
     auto group = std::make_unique<SequenceGroup>(
         Search(search, vocab_), encoded, static_cast<int>(i),
         std::make_unique<KvCache>(&pool_, c.decoder_layers, c.d_model, search.beam_size,
-                                  search.max_new_tokens));
+                                  search.positions()));
     group->job = live[i].job;
     group->index = live[i].index;
     group->kv_blocks = KvBlocksFor(search);
@@ -471,8 +515,10 @@ void Engine::RecordFinished(const SequenceGroup& g) {
   const auto& tokens = results.front().tokens;
   const bool has_eos = !tokens.empty() && tokens.back() == vocab_.eos_id;
   // An EOS at the last allowed step may be the forced one: that output was cut too.
-  const bool ended = has_eos && static_cast<int>(tokens.size()) < g.search.max_new_tokens();
-  const int64_t out = static_cast<int64_t>(tokens.size()) - (has_eos ? 1 : 0);
+  const bool ended = has_eos && static_cast<int>(tokens.size()) < g.search.positions();
+  // Generated tokens: the target prefix was given, not generated.
+  const int64_t out =
+      static_cast<int64_t>(tokens.size()) - g.search.prefix_length() - (has_eos ? 1 : 0);
   const int64_t in = static_cast<int64_t>(g.batch->lengths[g.source]);
   metrics_.sentences_total.fetch_add(1, std::memory_order_relaxed);
   metrics_.input_tokens_total.fetch_add(in, std::memory_order_relaxed);

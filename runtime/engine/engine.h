@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -45,9 +46,15 @@ namespace glossa {
 struct TranslateOptions {
   int beam_size = 0;
   std::optional<float> length_penalty;
-  int max_output_tokens = 0;  // tokens generated, EOS included
+  int max_output_tokens = 0;  // tokens generated after the prefix, EOS included
   int num_hypotheses = 0;
   SamplingOptions sampling;  // temperature > 0: sample (beam_size 1); seed 0: a random seed
+  // Hugging Face's decoding controls (see search.h); zero values are off.
+  float repetition_penalty = 0.0f;  // 0 or 1: off
+  int no_repeat_ngram_size = 0;
+  int min_output_tokens = 0;  // HF's min_new_tokens: EOS banned before this many tokens
+  std::string target_prefix;  // target-language text every hypothesis starts with
+  bool token_scores = false;
 };
 
 // Time source, injectable for tests.
@@ -149,6 +156,8 @@ class Engine {
   bool MarkFinished(const std::shared_ptr<JobState>& job);
   void FinishJob(const std::shared_ptr<JobState>& job, JobResult result);
   int KvBlocksFor(const SearchOptions& search) const;
+  // The target prefix's ids (no EOS); INVALID_ARGUMENT when it is not UTF-8 or too long.
+  absl::StatusOr<std::vector<int>> EncodePrefix(const std::string& text) const;
 
   std::shared_ptr<const Model> model_;
   EngineOptions options_;

@@ -40,6 +40,7 @@ std::vector<Translation> DetokenizeResults(const Model& model, const TextSources
       t.text = model.tokenizer().DecodeTarget(h.tokens);
       t.score = h.score;
       t.token_ids = std::move(h.tokens);
+      t.token_scores = std::move(h.token_scores);
       out[i].hypotheses.push_back(std::move(t));
     }
   }

@@ -15,7 +15,8 @@ namespace glossa {
 struct TranslatedHypothesis {
   std::string text;
   float score = 0.0f;
-  std::vector<int> token_ids;  // generated ids, EOS included when the search ended with it
+  std::vector<int> token_ids;  // prefix + generated ids, EOS included when the search ended with it
+  std::vector<float> token_scores;  // with SearchOptions::token_scores: one per id
 };
 
 struct Translation {

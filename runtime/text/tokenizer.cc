@@ -52,6 +52,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const ModelFile& file
                               ReadVocab(tokenizer, "target_vocab", config.target_vocab_size));
     }
     for (int i = 0; i < static_cast<int>(source.size()); ++i) t->source_ids_.emplace(source[i], i);
+    for (int i = 0; i < static_cast<int>(t->target_vocab_.size()); ++i) {
+      t->target_ids_.emplace(t->target_vocab_[i], i);
+    }
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("model header: bad tokenizer entry: ", e.what()));
   }
@@ -74,6 +77,18 @@ absl::StatusOr<std::vector<int>> Tokenizer::EncodeSource(absl::string_view text)
     ids.push_back(it == source_ids_.end() ? unk_id_ : it->second);
   }
   ids.push_back(eos_id_);
+  return ids;
+}
+
+absl::StatusOr<std::vector<int>> Tokenizer::EncodeTarget(absl::string_view text) const {
+  if (!IsValidUtf8(text)) {
+    return absl::InvalidArgumentError("text is not valid UTF-8: send UTF-8 encoded text");
+  }
+  std::vector<int> ids;
+  for (const std::string& piece : target_spm_->Encode(std::string_view(text.data(), text.size()))) {
+    auto it = target_ids_.find(piece);
+    ids.push_back(it == target_ids_.end() ? unk_id_ : it->second);
+  }
   return ids;
 }
 

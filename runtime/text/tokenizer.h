@@ -25,6 +25,9 @@ class Tokenizer {
 
   // Source ids ending with </s>. INVALID_ARGUMENT for text that is not valid UTF-8.
   absl::StatusOr<std::vector<int>> EncodeSource(absl::string_view text) const;
+  // Target ids of target-language text, without </s> (a target prefix), as MarianTokenizer's
+  // text_target encoding with add_special_tokens=False. INVALID_ARGUMENT when not UTF-8.
+  absl::StatusOr<std::vector<int>> EncodeTarget(absl::string_view text) const;
   // The text of target ids; special ids are skipped.
   std::string DecodeTarget(const std::vector<int>& ids) const;
   // The text of one target id as it would appear inside a decoded sentence ("▁" as a space).
@@ -33,7 +36,7 @@ class Tokenizer {
  private:
   Tokenizer() = default;
   std::unique_ptr<SpmProcessor> source_spm_, target_spm_;
-  absl::flat_hash_map<std::string, int> source_ids_;
+  absl::flat_hash_map<std::string, int> source_ids_, target_ids_;
   std::vector<std::string> target_vocab_;
   std::vector<bool> special_target_;
   int unk_id_ = 0;

@@ -13,7 +13,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "cli/control_flags.h"
 #include "util/usage.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "glossa/v1/translator.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -24,6 +26,8 @@ ABSL_FLAG(int, beam_size, 0, "Beam size (0: the server's default; 1: greedy)");
 ABSL_FLAG(int, num_hypotheses, 0, "Hypotheses per text (n-best)");
 ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per text (0: the server's limit)");
 ABSL_FLAG(bool, scores, false, "Print each hypothesis' score after a tab");
+ABSL_FLAG(bool, token_scores, false,
+          "Print each hypothesis' per-token log-probabilities (space-separated) after a tab");
 ABSL_FLAG(bool, stream, false, "Use TranslateStream: print text pieces as they are decoded");
 ABSL_FLAG(bool, list, false, "List the server's models and exit");
 ABSL_FLAG(bool, health, false, "Check the server's health (exit 0 when SERVING) and exit");
@@ -107,6 +111,13 @@ v1::TranslateRequest NewRequest() {
   o->set_num_hypotheses(absl::GetFlag(FLAGS_num_hypotheses));
   o->set_max_output_tokens(absl::GetFlag(FLAGS_max_output_tokens));
   o->set_return_scores(absl::GetFlag(FLAGS_scores));
+  std::string unused;  // checked in main
+  const glossa::ControlFlags controls = glossa::ControlFlagsValue(&unused);
+  o->set_repetition_penalty(controls.repetition_penalty);
+  o->set_no_repeat_ngram_size(controls.no_repeat_ngram_size);
+  o->set_min_output_tokens(controls.min_output_tokens);
+  o->set_target_prefix(controls.target_prefix);
+  o->set_return_token_scores(absl::GetFlag(FLAGS_token_scores));
   return request;
 }
 
@@ -114,6 +125,9 @@ void Print(const v1::Translation& t) {
   for (const auto& h : t.hypotheses()) {
     std::cout << h.text();
     if (absl::GetFlag(FLAGS_scores)) std::cout << "\t" << h.score();
+    if (absl::GetFlag(FLAGS_token_scores)) {
+      std::cout << "\t" << absl::StrJoin(h.token_scores(), " ");
+    }
     std::cout << "\n";
   }
 }
@@ -131,6 +145,8 @@ int Translate(v1::Translator::Stub& stub, const std::string& text) {
     return 0;
   }
   auto reader = stub.TranslateStream(&context, request);
+  // The pieces are the completion of the target prefix.
+  std::cout << request.options().target_prefix();
   v1::TranslateStreamResponse message;
   while (reader->Read(&message)) {
     std::cout << message.text_piece() << std::flush;
@@ -147,6 +163,12 @@ int main(int argc, char** argv) {
       "Calls a Glossa server.\n  glossa-client [--server HOST:PORT] \"text to translate\" ...\n"
       "  (no text arguments: translates stdin, one line at a time)");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  std::string flag_error;
+  glossa::ControlFlagsValue(&flag_error);
+  if (!flag_error.empty()) {
+    std::cerr << "glossa-client: " << flag_error << "\n";
+    return 2;
+  }
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(64 << 20);
   auto channel = grpc::CreateCustomChannel(absl::GetFlag(FLAGS_server), Credentials(),

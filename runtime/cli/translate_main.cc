@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "cli/control_flags.h"
 #include "engine/translator.h"
 #include "util/threads.h"
 
@@ -27,6 +28,9 @@ ABSL_FLAG(int, num_hypotheses, 1, "Hypotheses per sentence (n-best, <= beam_size
 ABSL_FLAG(double, length_penalty, -1000, "Length penalty (score / length^penalty); default: the "
           "model's generation config");
 ABSL_FLAG(bool, scores, false, "Append '\\tSCORE' to each output line");
+ABSL_FLAG(bool, token_scores, false,
+          "Append a tab and each token's log-probability (space-separated; with n-best: ' ||| ' "
+          "and the same); a target prefix's tokens included");
 ABSL_FLAG(bool, token_ids, false, "Print generated token ids instead of text (space-separated)");
 ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP team used by oneDNN)");
 ABSL_FLAG(int, batch_size, 32, "Sentences encoded and decoded together");
@@ -52,11 +56,15 @@ void WriteChunk(const std::vector<glossa::Translation>& results, size_t first_in
   for (size_t i = 0; i < results.size(); ++i) {
     for (const auto& h : results[i].hypotheses) {
       std::string text = absl::GetFlag(FLAGS_token_ids) ? absl::StrJoin(h.token_ids, " ") : h.text;
+      const bool token_scores = absl::GetFlag(FLAGS_token_scores);
       if (num_hypotheses > 1) {
-        out << (first_index + i) << " ||| " << text << " ||| " << h.score << "\n";
+        out << (first_index + i) << " ||| " << text << " ||| " << h.score;
+        if (token_scores) out << " ||| " << absl::StrJoin(h.token_scores, " ");
+        out << "\n";
       } else {
         out << text;
         if (absl::GetFlag(FLAGS_scores)) out << "\t" << h.score;
+        if (token_scores) out << "\t" << absl::StrJoin(h.token_scores, " ");
         out << "\n";
       }
     }
@@ -96,6 +104,17 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_length_penalty) > -1000) {
     opts.length_penalty = static_cast<float>(absl::GetFlag(FLAGS_length_penalty));
   }
+  std::string flag_error;
+  const glossa::ControlFlags controls = glossa::ControlFlagsValue(&flag_error);
+  if (!flag_error.empty()) {
+    std::cerr << "glossa-translate: " << flag_error << "\n";
+    return 2;
+  }
+  opts.repetition_penalty = controls.repetition_penalty;
+  opts.no_repeat_ngram_size = controls.no_repeat_ngram_size;
+  opts.min_output_tokens = controls.min_output_tokens;
+  opts.target_prefix = controls.target_prefix;
+  opts.token_scores = absl::GetFlag(FLAGS_token_scores);
   if (auto resolved = translator.Resolve(opts); !resolved.ok()) {
     std::cerr << "glossa-translate: " << resolved.status().message() << "\n";
     return 2;

@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "cli/control_flags.h"
 #include "util/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
@@ -108,6 +109,9 @@ std::string Validate(const glossa::batch::JobOptions& o) {
     return "--beam_size and --max_output_tokens must be 0 or more";
   }
   if (absl::GetFlag(FLAGS_max_attempts) < 1) return "--max_attempts must be 1 or more";
+  std::string control_error;
+  glossa::ControlFlagsValue(&control_error);
+  if (!control_error.empty()) return control_error;
   if (absl::Status s = glossa::batch::ValidateFormatOptions(o.format); !s.ok()) {
     return std::string(s.message());
   }
@@ -138,9 +142,20 @@ glossa::batch::JobOptions JobFromFlags(std::string* error) {
   o.resume = absl::GetFlag(FLAGS_resume);
   o.checkpoint_interval = absl::GetFlag(FLAGS_checkpoint_interval);
   o.progress_interval = absl::GetFlag(FLAGS_progress_interval);
+  std::string unused;  // checked in Validate
+  const glossa::ControlFlags controls = glossa::ControlFlagsValue(&unused);
   o.settings = {{"model", absl::GetFlag(FLAGS_model)},
                 {"beam_size", absl::GetFlag(FLAGS_beam_size)},
                 {"max_output_tokens", absl::GetFlag(FLAGS_max_output_tokens)}};
+  // Recorded only when set, so that journals of jobs without controls stay as they were.
+  if (controls.repetition_penalty != 0) {
+    o.settings["repetition_penalty"] = controls.repetition_penalty;
+  }
+  if (controls.no_repeat_ngram_size != 0) {
+    o.settings["no_repeat_ngram_size"] = controls.no_repeat_ngram_size;
+  }
+  if (controls.min_output_tokens != 0) o.settings["min_output_tokens"] = controls.min_output_tokens;
+  if (!controls.target_prefix.empty()) o.settings["target_prefix"] = controls.target_prefix;
   *error = Validate(o);
   return o;
 }
@@ -150,6 +165,12 @@ glossa::batch::ClientOptions ClientFromFlags() {
   c.model = absl::GetFlag(FLAGS_model);
   c.decoding.set_beam_size(absl::GetFlag(FLAGS_beam_size));
   c.decoding.set_max_output_tokens(absl::GetFlag(FLAGS_max_output_tokens));
+  std::string unused;  // checked in Validate
+  const glossa::ControlFlags controls = glossa::ControlFlagsValue(&unused);
+  c.decoding.set_repetition_penalty(controls.repetition_penalty);
+  c.decoding.set_no_repeat_ngram_size(controls.no_repeat_ngram_size);
+  c.decoding.set_min_output_tokens(controls.min_output_tokens);
+  c.decoding.set_target_prefix(controls.target_prefix);
   c.timeout = absl::GetFlag(FLAGS_timeout);
   c.retry.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   c.retry.initial_backoff = absl::GetFlag(FLAGS_retry_backoff);

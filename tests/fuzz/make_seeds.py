@@ -176,7 +176,7 @@ def request(model=None, texts=(), options=None):
     if options is not None:
         o = b""
         for number, kind, value in options:
-            o += field_float(number, value) if kind == "f" else field_varint(number, value)
+            o += {"f": field_float, "v": field_varint, "b": field_bytes}[kind](number, value)
         out += field_bytes(3, o)
     return out
 
@@ -199,6 +199,12 @@ def request_seeds(directory):
         "too-many-hypotheses": request(None, ["b"], [(1, "v", 2), (4, "v", 3)]),
         "huge-beam": request(None, ["b"], [(1, "v", 1 << 31)]),
         "long-text": request(texts=["la " * 600]),
+        "controls": request(None, ["Y fue la tarde y la mañana un día."],
+                            [(1, "v", 4), (10, "f", 1.3), (11, "v", 3), (12, "v", 5),
+                             (13, "b", "And the evening"), (14, "v", 1)]),
+        "controls-sampling": request(None, ["Y vió Dios que la luz era buena."],
+                                     [(6, "f", 0.8), (10, "f", 0.7), (11, "v", 1),
+                                      (13, "b", b"The \xff")]),
         "empty": b"",
     }
     for name, data in seeds.items():

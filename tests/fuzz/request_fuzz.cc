@@ -71,16 +71,27 @@ void CheckPrepared(const glossa::server::PreparedRequest& p,
     }
   }
   const glossa::v1::DecodingOptions& in = request.options();
-  for (float v : {in.length_penalty(), in.sampling_temperature(), in.sampling_top_p()}) {
+  for (float v : {in.length_penalty(), in.sampling_temperature(), in.sampling_top_p(),
+                  in.repetition_penalty()}) {
     FUZZ_CHECK(!std::isnan(v), "a NaN option accepted");
   }
+  FUZZ_CHECK(glossa::fuzz::ReferenceUtf8Valid(in.target_prefix()), "an invalid prefix accepted");
   const glossa::SearchOptions& o = p.search;
   FUZZ_CHECK(o.beam_size >= 1 && o.beam_size <= Options().max_beam_size, "beam_size out of range");
   FUZZ_CHECK(o.num_hypotheses >= 1 && o.num_hypotheses <= o.beam_size,
              "num_hypotheses out of range");
   FUZZ_CHECK(
-      o.max_new_tokens >= 1 && o.max_new_tokens < p.model->model->info().generation.max_length,
-      "max_new_tokens out of range");
+      o.max_new_tokens >= 1 && o.positions() < p.model->model->info().generation.max_length &&
+          o.positions() <= c.max_positions,
+      "max_new_tokens (and the prefix) out of range");
+  FUZZ_CHECK(std::isfinite(o.repetition_penalty) && o.repetition_penalty > 0.0f,
+             "repetition_penalty out of range");
+  FUZZ_CHECK(o.no_repeat_ngram_size >= 0 && o.min_new_tokens >= 0 &&
+                 o.min_new_tokens < o.max_new_tokens,
+             "no_repeat_ngram_size or min_new_tokens out of range");
+  for (int id : o.prefix) {
+    FUZZ_CHECK(id >= 0 && id < c.target_vocab_size, "a prefix id outside the vocabulary");
+  }
   FUZZ_CHECK(std::isfinite(o.length_penalty) && std::fabs(o.length_penalty) <= 10.0f,
              "length_penalty out of range");
   if (o.sampling.temperature > 0.0f) {

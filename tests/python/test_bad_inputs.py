@@ -101,6 +101,36 @@ class BadInputsTest(ts.ServerTestCase):
         self.options_case("sampling with beam_size 4", (INVALID,), sampling_temperature=1.0,
                           beam_size=4)
 
+    def test_decoding_controls(self):
+        nan, inf = math.nan, math.inf
+        for value in (nan, inf, -inf, -1.0):
+            self.options_case(f"repetition_penalty {value:g}", (INVALID,),
+                              repetition_penalty=value)
+        for value in (1e-30, 1e30):
+            self.options_case(f"repetition_penalty {value:g}", (OK,), repetition_penalty=value)
+        for name in ("no_repeat_ngram_size", "min_output_tokens"):
+            self.options_case(f"{name} 2^32-1", (INVALID,), **{name: U32_MAX})
+        self.options_case("no_repeat_ngram_size 1000 (longer than any output)", (OK,),
+                          no_repeat_ngram_size=1000, beam_size=1)
+        self.options_case("min_output_tokens 600 (over the 511-token limit)", (INVALID,),
+                          min_output_tokens=600)
+        self.options_case("min_output_tokens 8 with max_output_tokens 8", (INVALID,),
+                          min_output_tokens=8, max_output_tokens=8)
+        self.options_case("target_prefix of 600 words", (INVALID,),
+                          target_prefix="and " * 600)
+        self.options_case("target_prefix of 10 tokens with max_output_tokens 505", (INVALID,),
+                          target_prefix="the " * 10, max_output_tokens=505)
+        self.options_case("target_prefix of control characters and </s>", (OK,),
+                          target_prefix="\x00\x1b </s> <pad>", beam_size=1)
+        self.options_case("every control with sampling", (OK,), sampling_temperature=1.0,
+                          beam_size=1, repetition_penalty=1.3, no_repeat_ngram_size=2,
+                          min_output_tokens=3, target_prefix="And", return_token_scores=True)
+        # options (field 3) holding target_prefix (field 13) as the bytes FF FE
+        prefix = b"\x6a\x02\xff\xfe"
+        self.raw_case("target_prefix: invalid UTF-8",
+                      ts.raw_translate_request(ts.MODEL_NAME, [b"hola"]) +
+                      b"\x1a" + bytes([len(prefix)]) + prefix, INVALID)
+
     def test_texts(self):
         for case, text in (("whitespace only", " \t  \u3000 "),
                            ("control characters and NUL", "a\x00b\x01\x1b[31m\x7f"),

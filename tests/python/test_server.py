@@ -20,6 +20,7 @@ directory when the tests start. Each TestCase class starts its own server on a f
 """
 
 import atexit
+import concurrent.futures
 import ctypes
 import importlib
 import os
@@ -420,6 +421,64 @@ class TranslateTest(ServerTestCase):
         with self.assertRaises(grpc.RpcError) as caught:
             self.health.Check(health_pb.HealthCheckRequest(service="nope"), timeout=RPC_TIMEOUT_S)
         self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+
+class DecodingControlsTest(ServerTestCase):
+    """Repetition penalty, no-repeat n-grams, minimum length, target prefix and token scores
+    through the server (their parity with Hugging Face is controls_test's)."""
+
+    PREFIX = "The man and"
+
+    def test_prefix_starts_every_hypothesis_and_scores_cover_every_token(self):
+        response = self.translate([SHORT, LONG], beam_size=4, num_hypotheses=2,
+                                  target_prefix=self.PREFIX, return_token_scores=True)
+        for translation in response.translations:
+            self.assertEqual(len(translation.hypotheses), 2)
+            for h in translation.hypotheses:
+                self.assertTrue(h.text.startswith(self.PREFIX), h.text)
+                self.assertEqual(len(h.token_scores), len(h.token_ids))
+                self.assertTrue(all(s <= 0 for s in h.token_scores), list(h.token_scores))
+
+    def test_token_scores_only_when_asked(self):
+        h = self.translate([SHORT], beam_size=1).translations[0].hypotheses[0]
+        self.assertEqual(len(h.token_scores), 0)
+
+    def test_greedy_token_scores_sum_to_the_score(self):
+        h = self.translate([LONG], beam_size=1, return_scores=True,
+                           return_token_scores=True).translations[0].hypotheses[0]
+        self.assertAlmostEqual(sum(h.token_scores), h.score, places=3)
+
+    def test_stream_with_prefix_streams_the_completion(self):
+        request = pb.TranslateRequest(model=MODEL_NAME, texts=[LONG], options=pb.DecodingOptions(
+            beam_size=1, target_prefix=self.PREFIX))
+        messages = list(self.translator.TranslateStream(request, timeout=RPC_TIMEOUT_S))
+        best = messages[-1].result.hypotheses[0]
+        completion = "".join(m.text_piece for m in messages)
+        self.assertEqual(self.PREFIX + completion, best.text)
+        self.assertFalse(completion.strip().startswith(self.PREFIX), completion)
+        streamed_ids = [i for m in messages for i in m.token_ids]
+        self.assertEqual(streamed_ids, list(best.token_ids)[-len(streamed_ids):])
+        self.assertLess(len(streamed_ids), len(best.token_ids))  # the prefix's ids are not sent
+
+    def test_controls_change_the_output_as_they_should(self):
+        plain = self.translate([LONG], beam_size=1).translations[0].hypotheses[0]
+        longer = self.translate([LONG], beam_size=1, min_output_tokens=len(plain.token_ids) + 5)
+        self.assertGreater(len(longer.translations[0].hypotheses[0].token_ids),
+                           len(plain.token_ids) + 5)
+        ids = list(self.translate([LONG], beam_size=4, no_repeat_ngram_size=1)
+                   .translations[0].hypotheses[0].token_ids)
+        self.assertEqual(len(ids), len(set(ids)), "a token repeated despite no_repeat_ngram_size 1")
+
+    def test_requests_with_and_without_controls_batched_together_equal_alone(self):
+        variants = [dict(beam_size=1), dict(beam_size=4, repetition_penalty=1.3),
+                    dict(beam_size=1, no_repeat_ngram_size=2, target_prefix=self.PREFIX),
+                    dict(beam_size=4, min_output_tokens=12, target_prefix="And")]
+        alone = [self.translate([LONG], **v).translations[0].hypotheses[0].text for v in variants]
+        with concurrent.futures.ThreadPoolExecutor(len(variants) * 4) as pool:
+            futures = [(i, pool.submit(self.translate, [LONG], **variants[i]))
+                       for _ in range(4) for i in range(len(variants))]
+            for i, future in futures:
+                self.assertEqual(future.result().translations[0].hypotheses[0].text, alone[i])
 
 
 class RequestErrorsTest(ServerTestCase):

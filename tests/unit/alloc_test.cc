@@ -192,17 +192,30 @@ std::shared_ptr<Job> MakeJob(const std::vector<std::vector<int>>& sources, int b
   return job;
 }
 
-constexpr int kJobs = 4;
+// Every decoding control at once: repetition penalty, no-repeat n-grams, a minimum length, a
+// target prefix and per-token scores.
+void WithEveryControl(Job& job) {
+  job.search.repetition_penalty = 1.3f;
+  job.search.no_repeat_ngram_size = 3;
+  job.search.min_new_tokens = 5;
+  job.search.prefix = {72, 104, 8};  // "The man and"
+  job.search.token_scores = true;
+}
+
+constexpr int kJobs = 7;
 constexpr size_t kLateJobIteration = 10;
 
 // Greedy (the two longest outputs of the dev set among them), beam 4 and sampling sentences side
-// by side; after kLateJobIteration iterations, beam-4 sentences limited to 16 tokens (forced EOS)
-// join them.
+// by side, each also with every decoding control; after kLateJobIteration iterations, beam-4
+// sentences limited to 16 tokens (forced EOS) join them.
 Workload MakeWorkload(const std::vector<testing::GoldenLine>& golden) {
   Workload w;
   MakeJob(Sources(golden, {415, 210, 0, 1, 2, 3}), 1, 0.0f, 128, w);
   MakeJob(Sources(golden, {10, 11, 12, 13}), 4, 0.0f, 128, w);
   MakeJob(Sources(golden, {20, 21}), 1, 1.0f, 128, w);
+  WithEveryControl(*MakeJob(Sources(golden, {40, 41}), 1, 0.0f, 128, w));
+  WithEveryControl(*MakeJob(Sources(golden, {50, 51}), 4, 0.0f, 128, w));
+  WithEveryControl(*MakeJob(Sources(golden, {60}), 1, 1.0f, 128, w));
   MakeJob(Sources(golden, {30, 31}), 4, 0.0f, 16, w);
   return w;
 }

@@ -1,0 +1,1 @@
+!Y viรณ Dios que la luz era buena.5อฬL?U333?XjThe ÿ

@@ -1,0 +1,1 @@
+$Y fue la tarde y la mañana un día.Uff�?X`jAnd the eveningp

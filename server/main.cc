@@ -60,6 +60,10 @@ ABSL_FLAG(int, max_output_tokens, 0, "Default and largest max_output_tokens; 0 =
 ABSL_FLAG(int, max_queue, 4096, "Sentences waiting for the engine beyond which requests get "
           "RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_active_sequences, 64, "Sentences decoded together per worker (batch size)");
+ABSL_FLAG(double, batch_min_share, 0.25,
+          "Share of --max_active_sequences that PRIORITY_BATCH requests (glossa-batch) may fill "
+          "even while interactive requests wait: their guarantee against starvation. Otherwise "
+          "interactive requests are admitted first and batch work fills the idle capacity. 0..1");
 ABSL_FLAG(int64_t, kv_cache_mb, 1024, "KV cache budget per model, in MiB (worst case of the "
           "admitted sentences)");
 ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "Largest gRPC message accepted, in bytes");
@@ -189,6 +193,11 @@ int main(int argc, char** argv) {
   engine.max_queued_sources = absl::GetFlag(FLAGS_max_queue);
   engine.max_active_sequences = absl::GetFlag(FLAGS_max_active_sequences);
   engine.max_active_rows = engine.max_active_sequences * 4;
+  engine.batch_min_share = absl::GetFlag(FLAGS_batch_min_share);
+  if (!(engine.batch_min_share >= 0.0 && engine.batch_min_share <= 1.0)) {
+    std::cerr << "glossa-server: --batch_min_share must be between 0 and 1\n";
+    return 2;
+  }
   engine.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_mb) << 20;
   if (engine.default_beam_size < 1 || engine.default_beam_size > engine.max_beam_size) {
     std::cerr << "glossa-server: --default_beam_size must be between 1 and --max_beam_size\n";

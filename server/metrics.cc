@@ -372,6 +372,12 @@ void MetricsCollector::CollectEngines(std::vector<MetricFamily>* out) const {
     counters.push_back(Family(spec.name, spec.help, MetricType::Counter));
   }
   for (const auto& spec : kGauges) gauges.push_back(Family(spec.name, spec.help, spec.type));
+  auto lane_wait = Family("glossa_lane_queue_wait_seconds",
+                          "Time a sentence waited for admission, by lane (interactive, batch).",
+                          MetricType::Histogram);
+  auto lane_depth = Family("glossa_lane_queue_depth",
+                           "Sentences waiting for admission, by lane (interactive, batch).",
+                           MetricType::Gauge);
   auto queue_capacity = Family("glossa_queue_capacity",
                                "Sentences that may wait for admission (--max_queue); beyond it "
                                "requests get RESOURCE_EXHAUSTED.",
@@ -395,6 +401,12 @@ void MetricsCollector::CollectEngines(std::vector<MetricFamily>* out) const {
     for (size_t i = 0; i < gauges.size(); ++i) {
       AddValue(&gauges[i], labels, static_cast<double>(stats.*kGauges[i].field));
     }
+    for (int lane = 0; lane < kLanes; ++lane) {
+      const std::vector<ClientMetric::Label> by_lane = {{"lane", LaneName(Lane(lane))},
+                                                        {"model", name}};
+      AddHistogram(&lane_wait, by_lane, metrics.lane_queue_wait_seconds[lane]);
+      AddValue(&lane_depth, by_lane, static_cast<double>(stats.queued_by_lane[lane]));
+    }
     AddValue(&queue_capacity, labels,
              static_cast<double>(entry->engine->options().max_queued_sources));
     const ModelInfo& info = entry->model->info();
@@ -410,6 +422,8 @@ void MetricsCollector::CollectEngines(std::vector<MetricFamily>* out) const {
   for (auto* group : {&histograms, &counters, &gauges}) {
     for (auto& f : *group) out->push_back(std::move(f));
   }
+  out->push_back(std::move(lane_wait));
+  out->push_back(std::move(lane_depth));
   out->push_back(std::move(queue_capacity));
   out->push_back(std::move(build));
 }

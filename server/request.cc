@@ -104,6 +104,19 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
   GLOSSA_ASSIGN_OR_RETURN(TranslateOptions options, ToOptions(request.options()));
   GLOSSA_ASSIGN_OR_RETURN(p.search, p.model->engine->Resolve(options));
   p.return_scores = request.options().return_scores();
+  switch (request.priority()) {
+    case v1::PRIORITY_UNSPECIFIED:
+    case v1::PRIORITY_INTERACTIVE:
+      p.lane = Lane::kInteractive;
+      break;
+    case v1::PRIORITY_BATCH:
+      p.lane = Lane::kBatch;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "priority ", request.priority(), " is not one of PRIORITY_UNSPECIFIED (0), "
+          "PRIORITY_INTERACTIVE (1), PRIORITY_BATCH (2)"));
+  }
   std::vector<std::string> texts(request.texts().begin(), request.texts().end());
   GLOSSA_ASSIGN_OR_RETURN(p.sources,
                           TokenizeTexts(*p.model->model, texts, limits.max_text_tokens));

@@ -21,6 +21,7 @@ struct PreparedRequest {
   LoadedModel* model = nullptr;
   TextSources sources;
   SearchOptions search;
+  Lane lane = Lane::kInteractive;
   bool return_scores = false;
 };
 

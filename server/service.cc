@@ -49,6 +49,7 @@ std::shared_ptr<Job> NewJob(const PreparedRequest& p, const grpc::CallbackServer
   auto job = std::make_shared<Job>();
   job->sources = p.sources.sources;
   job->search = p.search;
+  job->lane = p.lane;
   job->deadline = Deadline(context);
   return job;
 }

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <random>
 
@@ -226,9 +227,19 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
     }
     if (n > 0) {
       live_jobs_.push_back(state);
-      queue_.push_back(state);
+      // Deadline order within the lane; after every job due no later (arrival order on ties).
+      const int lane = static_cast<int>(state->job->lane);
+      auto& queue = lanes_[lane];
+      const absl::Time due = state->job->deadline;
+      queue.insert(std::upper_bound(queue.begin(), queue.end(), due,
+                                    [](absl::Time d, const std::shared_ptr<JobState>& j) {
+                                      return d < j->job->deadline;
+                                    }),
+                   state);
       pending_sources_ += n;
+      pending_by_lane_[lane] += n;
       queued_.store(pending_sources_);
+      queued_by_lane_[lane].store(pending_by_lane_[lane]);
       work_.SignalAll();
       return absl::OkStatus();
     }
@@ -257,6 +268,7 @@ void Engine::FinishJob(const std::shared_ptr<JobState>& job, JobResult result) {
 void Engine::Release(SequenceGroup& group) {
   group.cache.reset();  // its blocks go back to the pool now
   active_sequences_.fetch_sub(1);
+  active_by_lane_[static_cast<int>(group.job->job->lane)].fetch_sub(1);
   absl::MutexLock lock(&mu_);
   kv_reserved_blocks_ -= group.kv_blocks;
   work_.SignalAll();
@@ -265,67 +277,106 @@ void Engine::Release(SequenceGroup& group) {
 bool Engine::WaitForWork(Worker* worker) {
   absl::MutexLock lock(&mu_);
   auto head_fits = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (queue_.empty()) return false;
-    const JobState& job = *queue_.front();
-    return job.done.load() ||
-           kv_reserved_blocks_ + KvBlocksFor(job.job->search) <= kv_budget_blocks_;
+    for (const auto& queue : lanes_) {
+      if (queue.empty()) continue;
+      const JobState& job = *queue.front();
+      if (job.done.load() ||
+          kv_reserved_blocks_ + KvBlocksFor(job.job->search) <= kv_budget_blocks_) {
+        return true;
+      }
+    }
+    return false;
   };
   while (!(stop_ || abort_ || !worker->batch.empty() || head_fits())) {
-    if (queue_.empty()) {
+    if (QueuesEmpty()) {
       work_.Wait(&mu_);
     } else if (work_.WaitWithTimeout(&mu_, absl::Milliseconds(20))) {
       break;  // the head waits for KV room: return now and then to end cancelled or late jobs
     }
   }
-  return !(worker->batch.empty() && queue_.empty() && (stop_ || abort_));
+  return !(worker->batch.empty() && QueuesEmpty() && (stop_ || abort_));
 }
+
+// What one admission may still add to a worker's batch.
+struct Engine::Budget {
+  int sequences;  // in the worker's batch, admitted ones included
+  int64_t rows;
+  int64_t tokens;  // source tokens of this admission
+  int batch_lane_sequences;
+  absl::Time now;
+};
 
 void Engine::Admit(Worker* worker, std::vector<Pending>* admitted) {
   absl::MutexLock lock(&mu_);
-  int sequences = static_cast<int>(worker->batch.groups().size());
-  int64_t rows = worker->batch.active_rows(), tokens = 0;
-  const absl::Time now = Now();
   if (abort_) {
     // Nothing more is admitted: EndExpiredJobs ends every live job, queued ones included, with
-    // UNAVAILABLE. Dropping the queue here lets the workers see it empty and exit.
-    queue_.clear();
+    // UNAVAILABLE. Dropping the queues here lets the workers see them empty and exit.
+    for (auto& queue : lanes_) queue.clear();
     pending_sources_ = 0;
+    pending_by_lane_[0] = pending_by_lane_[1] = 0;
     queued_.store(0);
+    for (auto& q : queued_by_lane_) q.store(0);
     return;
   }
-  // Passes over the waiting jobs in arrival order, one source from each per pass.
-  bool full = false;
-  while (!full && !queue_.empty()) {
-    for (auto it = queue_.begin(); it != queue_.end();) {
+  Budget budget{static_cast<int>(worker->batch.groups().size()), worker->batch.active_rows(), 0,
+                0, Now()};
+  for (const auto& g : worker->batch.groups()) {
+    budget.batch_lane_sequences += g->job->job->lane == Lane::kBatch ? 1 : 0;
+  }
+  const int reserve = static_cast<int>(
+      std::ceil(options_.batch_min_share * options_.max_active_sequences));
+  // The batch lane's reserve first, then interactive work, then batch work in what is left.
+  const bool fits = budget.batch_lane_sequences >= reserve ||
+                    AdmitFromLane(Lane::kBatch, reserve - budget.batch_lane_sequences, budget,
+                                  admitted);
+  if (fits && AdmitFromLane(Lane::kInteractive, INT_MAX, budget, admitted)) {
+    AdmitFromLane(Lane::kBatch, INT_MAX, budget, admitted);
+  }
+  queued_.store(pending_sources_);
+  for (int lane = 0; lane < kLanes; ++lane) queued_by_lane_[lane].store(pending_by_lane_[lane]);
+}
+
+bool Engine::AdmitFromLane(Lane lane, int limit, Budget& budget, std::vector<Pending>* admitted) {
+  auto& queue = lanes_[static_cast<int>(lane)];
+  int64_t& pending = pending_by_lane_[static_cast<int>(lane)];
+  int taken = 0;
+  // Passes over the lane's jobs in order, one source from each per pass.
+  while (!queue.empty() && taken < limit) {
+    for (auto it = queue.begin(); it != queue.end() && taken < limit;) {
       JobState& job = **it;
       const int n = static_cast<int>(job.job->sources.size());
       if (job.done.load()) {
         pending_sources_ -= n - job.next_source;
-        it = queue_.erase(it);
+        pending -= n - job.next_source;
+        it = queue.erase(it);
         continue;
       }
       const SearchOptions& search = job.job->search;
       const int64_t len = static_cast<int64_t>(job.job->sources[job.next_source].size());
       const int kv = KvBlocksFor(search);
-      const bool first = worker->batch.empty() && admitted->empty();
+      const bool first = budget.sequences == 0 && admitted->empty();
       if (kv_reserved_blocks_ + kv > kv_budget_blocks_ ||
-          (!first && (sequences + 1 > options_.max_active_sequences ||
-                      rows + search.beam_size > options_.max_active_rows ||
-                      tokens + len > options_.max_encoder_tokens))) {
-        full = true;
-        break;
+          (!first && (budget.sequences + 1 > options_.max_active_sequences ||
+                      budget.rows + search.beam_size > options_.max_active_rows ||
+                      budget.tokens + len > options_.max_encoder_tokens))) {
+        return false;
       }
       kv_reserved_blocks_ += kv;
-      ++sequences;
-      rows += search.beam_size;
-      tokens += len;
-      metrics_.queue_wait_seconds.Observe(absl::ToDoubleSeconds(now - job.submitted));
+      ++budget.sequences;
+      budget.rows += search.beam_size;
+      budget.tokens += len;
+      budget.batch_lane_sequences += lane == Lane::kBatch ? 1 : 0;
+      const double waited = absl::ToDoubleSeconds(budget.now - job.submitted);
+      metrics_.queue_wait_seconds.Observe(waited);
+      metrics_.lane_queue_wait_seconds[static_cast<int>(lane)].Observe(waited);
       admitted->push_back({*it, job.next_source++});
       --pending_sources_;
-      it = job.next_source == n ? queue_.erase(it) : std::next(it);
+      --pending;
+      ++taken;
+      it = job.next_source == n ? queue.erase(it) : std::next(it);
     }
   }
-  queued_.store(pending_sources_);
+  return true;
 }
 
 void Engine::EndExpiredJobs(Worker* worker) {
@@ -396,6 +447,7 @@ void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
     group->index = live[i].index;
     group->kv_blocks = KvBlocksFor(search);
     active_sequences_.fetch_add(1);
+    active_by_lane_[static_cast<int>(live[i].job->job->lane)].fetch_add(1);
     active_rows_.fetch_add(1);
     worker->batch.Add(std::move(group));
   }
@@ -470,7 +522,7 @@ bool Engine::RunOnce() {
   if (manual_ == nullptr) return false;
   {
     absl::MutexLock lock(&mu_);
-    if (queue_.empty() && manual_->batch.empty() && live_jobs_.empty()) return false;
+    if (QueuesEmpty() && manual_->batch.empty() && live_jobs_.empty()) return false;
   }
   Iterate(manual_.get());
   return true;
@@ -532,7 +584,9 @@ void Engine::RecordFinished(const SequenceGroup& g) {
 EngineStats Engine::stats() const {
   EngineStats s;
   s.queued_sources = queued_.load();
+  for (int lane = 0; lane < kLanes; ++lane) s.queued_by_lane[lane] = queued_by_lane_[lane].load();
   s.active_sequences = active_sequences_.load();
+  for (int lane = 0; lane < kLanes; ++lane) s.active_by_lane[lane] = active_by_lane_[lane].load();
   s.active_rows = active_rows_.load();
   s.kv_blocks_in_use = pool_.blocks_in_use();
   s.kv_bytes_in_use = s.kv_blocks_in_use * pool_.block_bytes();

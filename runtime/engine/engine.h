@@ -6,12 +6,17 @@
 // active sequence of every job (greedy and beam rows side by side), and retires finished,
 // cancelled or expired sequences at once, returning their KV blocks.
 //
-// Admission policy (fair FIFO): jobs wait in arrival order; each admission pass takes ONE source
-// from each waiting job in that order, and passes repeat while the budgets allow. A job of many
-// sentences therefore gets one slot per pass like any other job: a short request that arrives
-// behind a long one waits for at most one pass's worth of the long one's sentences, never for all
-// of them. When the next source in that order does not fit, admission stops there (no
-// overtaking), and an empty batch always admits it, so nothing starves.
+// Admission policy: two lanes, interactive and batch. Within a lane jobs wait in deadline order
+// (earliest first; jobs without a deadline after those with one, in arrival order), and each
+// admission pass takes ONE source from each waiting job in that order, passes repeating while the
+// budgets allow: a job of many sentences gets one slot per pass like any other job, so a short
+// request behind a long one waits for at most one pass's worth of the long one's sentences.
+// Interactive work is admitted before batch work; batch work fills what interactive work leaves.
+// So that batch work is never starved, the batch lane keeps a reserve: while it has work waiting
+// and fewer than batch_min_share × max_active_sequences of a worker's sequences are batch work,
+// it is admitted up to that share ahead of waiting interactive work. When the next source in
+// order does not fit, admission stops there (no overtaking), and an empty batch always admits
+// it, so nothing starves.
 //
 // Invariants:
 //  - a job's on_done runs exactly once, on a worker thread, never under an engine lock;
@@ -72,6 +77,9 @@ struct EngineOptions {
   int max_active_rows = 256;      // decoder rows (sources × beams) per step, per worker
   int max_encoder_tokens = 4096;  // source tokens encoded in one admission
   int max_queued_sources = 4096;  // queued sources beyond which Submit says RESOURCE_EXHAUSTED
+  // Share of max_active_sequences the batch lane may always fill, even with interactive work
+  // waiting (its guarantee against starvation); 0: batch work only ever fills idle capacity.
+  double batch_min_share = 0.25;
   int64_t kv_cache_bytes = int64_t{1} << 30;  // worst-case KV cache of all admitted sequences
   int default_beam_size = 4;
   int max_beam_size = 16;
@@ -84,6 +92,7 @@ using JobResult = absl::StatusOr<std::vector<std::vector<Hypothesis>>>;
 struct Job {
   std::vector<std::vector<int>> sources;  // token ids, each ending with </s>
   SearchOptions search;
+  Lane lane = Lane::kInteractive;
   absl::Time deadline = absl::InfiniteFuture();
   // Optional, for jobs of one source: called after a step with the tokens that are now certain
   // (Search::StablePrefix), each time it grows.
@@ -97,7 +106,9 @@ struct Job {
 
 struct EngineStats {
   int64_t queued_sources = 0;
+  int64_t queued_by_lane[kLanes] = {0, 0};
   int64_t active_sequences = 0;
+  int64_t active_by_lane[kLanes] = {0, 0};
   int64_t active_rows = 0;
   int64_t kv_blocks_in_use = 0;
   int64_t kv_bytes_in_use = 0;
@@ -146,7 +157,15 @@ class Engine {
   // Blocks until this worker has something to do; false when it should exit.
   bool WaitForWork(Worker* worker);
   void Iterate(Worker* worker);
+  struct Budget;
   void Admit(Worker* worker, std::vector<Pending>* admitted);
+  // Admission passes over one lane while `budget` allows and fewer than `limit` sources were
+  // taken; false when the lane's next source did not fit (admission must stop there).
+  bool AdmitFromLane(Lane lane, int limit, Budget& budget, std::vector<Pending>* admitted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool QueuesEmpty() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return lanes_[0].empty() && lanes_[1].empty();
+  }
   void EndExpiredJobs(Worker* worker);
   void StartSequences(Worker* worker, std::vector<Pending>& admitted);
   void StepOnce(Worker* worker);
@@ -167,8 +186,10 @@ class Engine {
 
   mutable absl::Mutex mu_;
   absl::CondVar work_;
-  std::deque<std::shared_ptr<JobState>> queue_ ABSL_GUARDED_BY(mu_);  // jobs with sources waiting
+  // Jobs with sources waiting, by lane, in deadline order.
+  std::deque<std::shared_ptr<JobState>> lanes_[kLanes] ABSL_GUARDED_BY(mu_);
   int64_t pending_sources_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pending_by_lane_[kLanes] ABSL_GUARDED_BY(mu_) = {0, 0};
   std::vector<std::shared_ptr<JobState>> live_jobs_ ABSL_GUARDED_BY(mu_);
   int64_t kv_reserved_blocks_ ABSL_GUARDED_BY(mu_) = 0;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
@@ -178,6 +199,8 @@ class Engine {
 
   std::atomic<int64_t> active_sequences_{0}, active_rows_{0}, steps_{0}, step_rows_{0};
   std::atomic<int64_t> queued_{0};  // pending_sources_, readable without mu_
+  std::atomic<int64_t> queued_by_lane_[kLanes] = {0, 0};
+  std::atomic<int64_t> active_by_lane_[kLanes] = {0, 0};
   std::unique_ptr<Worker> manual_;  // workers == 0
   EngineMetrics metrics_;
 };

@@ -43,8 +43,14 @@ std::vector<double> AtomicHistogram::CountBounds(double max) {
   return b;
 }
 
+const char* LaneName(Lane lane) {
+  return lane == Lane::kBatch ? "batch" : "interactive";
+}
+
 EngineMetrics::EngineMetrics()
     : queue_wait_seconds(AtomicHistogram::SecondsBounds()),
+      lane_queue_wait_seconds{AtomicHistogram(AtomicHistogram::SecondsBounds()),
+                              AtomicHistogram(AtomicHistogram::SecondsBounds())},
       time_to_first_token_seconds(AtomicHistogram::SecondsBounds()),
       encoder_seconds(AtomicHistogram::SecondsBounds()),
       decode_step_seconds(AtomicHistogram::SecondsBounds()),

@@ -36,9 +36,15 @@ class AtomicHistogram {
   std::atomic<uint64_t> sum_micro_{0};  // sum × 1e6, so that it stays an integer atomic
 };
 
+// Admission lanes (engine.h): interactive work before batch work.
+enum class Lane { kInteractive = 0, kBatch = 1 };
+constexpr int kLanes = 2;
+const char* LaneName(Lane lane);  // "interactive", "batch"
+
 struct EngineMetrics {
   EngineMetrics();
   AtomicHistogram queue_wait_seconds;      // Submit -> admission, per sentence
+  AtomicHistogram lane_queue_wait_seconds[kLanes];  // the same, by lane
   AtomicHistogram time_to_first_token_seconds;  // Submit -> first certain token, per job
   AtomicHistogram encoder_seconds;         // one batched encoder call
   AtomicHistogram decode_step_seconds;     // one decoder step over every active row

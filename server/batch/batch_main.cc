@@ -45,6 +45,9 @@ ABSL_FLAG(std::string, output_field, "",
 ABSL_FLAG(int, concurrency, 8, "Requests in flight at once");
 ABSL_FLAG(int, texts_per_request, 16,
           "Segments per request (at most the server's --max_texts_per_request, 256 by default)");
+ABSL_FLAG(std::string, priority, "batch",
+          "Admission lane of the job's requests: batch (PRIORITY_BATCH: admitted after "
+          "interactive requests, in the capacity they leave) or interactive");
 ABSL_FLAG(int, beam_size, 0, "Beam size (0: the server's default; 1: greedy)");
 ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per segment (0: the server's limit)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300), "Deadline of each request");
@@ -109,6 +112,9 @@ std::string Validate(const glossa::batch::JobOptions& o) {
     return "--beam_size and --max_output_tokens must be 0 or more";
   }
   if (absl::GetFlag(FLAGS_max_attempts) < 1) return "--max_attempts must be 1 or more";
+  if (absl::GetFlag(FLAGS_priority) != "batch" && absl::GetFlag(FLAGS_priority) != "interactive") {
+    return "--priority must be batch or interactive";
+  }
   std::string control_error;
   glossa::ControlFlagsValue(&control_error);
   if (!control_error.empty()) return control_error;
@@ -165,6 +171,8 @@ glossa::batch::ClientOptions ClientFromFlags() {
   c.model = absl::GetFlag(FLAGS_model);
   c.decoding.set_beam_size(absl::GetFlag(FLAGS_beam_size));
   c.decoding.set_max_output_tokens(absl::GetFlag(FLAGS_max_output_tokens));
+  c.priority = absl::GetFlag(FLAGS_priority) == "batch" ? glossa::v1::PRIORITY_BATCH
+                                                        : glossa::v1::PRIORITY_INTERACTIVE;
   std::string unused;  // checked in Validate
   const glossa::ControlFlags controls = glossa::ControlFlagsValue(&unused);
   c.decoding.set_repetition_penalty(controls.repetition_penalty);

@@ -104,6 +104,7 @@ grpc::Status TranslatorClient::Translate(const std::vector<std::string>& texts,
   v1::TranslateRequest request;
   request.set_model(options_.model);
   *request.mutable_options() = options_.decoding;
+  request.set_priority(options_.priority);
   for (const std::string& text : texts) request.add_texts(text);
   v1::TranslateResponse response;
   grpc::Status status;

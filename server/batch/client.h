@@ -49,6 +49,7 @@ std::vector<std::string> SplitTargets(absl::string_view servers);
 struct ClientOptions {
   std::string model;
   glossa::v1::DecodingOptions decoding;
+  glossa::v1::Priority priority = glossa::v1::PRIORITY_BATCH;
   absl::Duration timeout = absl::Seconds(300);  // deadline of each call
   RetryPolicy retry;
 };

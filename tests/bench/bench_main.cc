@@ -46,6 +46,10 @@ ABSL_FLAG(bool, float32_output_layer, false,
 ABSL_FLAG(int, repeat, 1,
           "Timed runs per configuration; the run with the median total time is "
           "reported (the lower middle one for an even count)");
+ABSL_FLAG(std::string, controls, "none",
+          "Comma-separated decoding controls to run, each alone: none, repetition_penalty (1.3), "
+          "no_repeat_ngram_size (3), min_output_tokens (20), target_prefix ('And'), token_scores, "
+          "or all (every one at once)");
 ABSL_FLAG(bool, warmup, true, "Translate a few sentences untimed before each configuration");
 
 namespace {
@@ -63,7 +67,25 @@ struct Config {
   int threads = 1;
   int beam_size = 1;
   int batch_size = 1;
+  std::string controls = "none";
 };
+
+// Sets the decoding control named `name` (see --controls) in `options`.
+absl::Status ApplyControls(const std::string& name, glossa::TranslateOptions& options) {
+  const bool all = name == "all";
+  bool known = all || name == "none";
+  auto wants = [&](const char* control) {
+    known = known || name == control;
+    return all || name == control;
+  };
+  if (wants("repetition_penalty")) options.repetition_penalty = 1.3f;
+  if (wants("no_repeat_ngram_size")) options.no_repeat_ngram_size = 3;
+  if (wants("min_output_tokens")) options.min_output_tokens = 20;
+  if (wants("target_prefix")) options.target_prefix = "And";
+  if (wants("token_scores")) options.token_scores = true;
+  if (!known) return absl::InvalidArgumentError(absl::StrCat("--controls: unknown '", name, "'"));
+  return absl::OkStatus();
+}
 
 struct Timing {
   double seconds = 0.0;
@@ -159,6 +181,7 @@ Json RunJson(const Config& config, const Timing& timing, int64_t source_tokens) 
       {"threads", config.threads},
       {"beam_size", config.beam_size},
       {"batch_size", config.batch_size},
+      {"controls", config.controls},
       {"sentences", sentences},
       {"target_tokens", timing.target_tokens},
       {"source_tokens", source_tokens},
@@ -189,6 +212,7 @@ absl::StatusOr<Json> RunConfig(std::shared_ptr<const glossa::Model> model,
   glossa::TranslateOptions options;
   options.beam_size = config.beam_size;
   options.max_output_tokens = absl::GetFlag(FLAGS_max_output_tokens);
+  if (absl::Status s = ApplyControls(config.controls, options); !s.ok()) return s;
   if (auto resolved = translator.Resolve(options); !resolved.ok()) return resolved.status();
 
   const auto chunks = Chunks(sentences, static_cast<size_t>(config.batch_size));
@@ -268,17 +292,22 @@ absl::Status RunAll(const std::shared_ptr<const glossa::Model>& model,
                     const std::vector<std::vector<int>>& lists, Json& report) {
   for (int beam : lists[1]) {
     for (int batch : lists[2]) {
-      const std::string compute = model->info().dtype;
-      const std::string name = absl::StrCat(compute, ", threads ", threads, ", beam ", beam,
-                                            ", batch ", batch);
-      absl::StatusOr<Json> run =
-          RunConfig(model, sentences, {compute, threads, beam, batch}, source_tokens);
-      if (!run.ok())
-        return absl::Status(run.status().code(), absl::StrCat(name, ": ", run.status().message()));
-      std::cerr << "glossa-bench: " << name << ": " << (*run)["seconds"] << " s, "
-                << (*run)["target_tokens_per_s"] << " target tokens/s, "
-                << (*run)["sentences_per_s"] << " sentences/s\n";
-      report["runs"].push_back(*std::move(run));
+      for (absl::string_view controls : absl::StrSplit(absl::GetFlag(FLAGS_controls), ',')) {
+        const std::string compute = model->info().dtype;
+        const std::string name = absl::StrCat(compute, ", threads ", threads, ", beam ", beam,
+                                              ", batch ", batch, ", controls ", controls);
+        absl::StatusOr<Json> run = RunConfig(
+            model, sentences, {compute, threads, beam, batch, std::string(controls)},
+            source_tokens);
+        if (!run.ok()) {
+          return absl::Status(run.status().code(),
+                              absl::StrCat(name, ": ", run.status().message()));
+        }
+        std::cerr << "glossa-bench: " << name << ": " << (*run)["seconds"] << " s, "
+                  << (*run)["target_tokens_per_s"] << " target tokens/s, "
+                  << (*run)["sentences_per_s"] << " sentences/s\n";
+        report["runs"].push_back(*std::move(run));
+      }
     }
   }
   return absl::OkStatus();

@@ -167,5 +167,106 @@ TEST_F(SchedulerTest, QueueWaitIsMeasuredOnTheInjectedClock) {
   engine.Shutdown(absl::InfinitePast());
 }
 
+// Interactive work waiting is admitted before batch work that arrived earlier, except for the
+// batch lane's reserve (batch_min_share of the sequences), which keeps batch work going.
+TEST_F(SchedulerTest, InteractiveWorkGoesFirstBatchWorkKeepsItsReserve) {
+  options_.max_active_sequences = 4;
+  options_.batch_min_share = 0.25;  // one sequence of four
+  Engine engine(testing::DemoModel(), options_);
+  Tracked batch(Sources(0, 20), 1), interactive(Sources(100, 6), 1);
+  batch.job->lane = Lane::kBatch;
+  ASSERT_TRUE(engine.Submit(batch.job).ok());
+  ASSERT_TRUE(engine.Submit(interactive.job).ok());
+  EXPECT_EQ(engine.stats().queued_by_lane[0], 6);
+  EXPECT_EQ(engine.stats().queued_by_lane[1], 20);
+  ASSERT_TRUE(engine.RunOnce());
+  // One batch sentence (the reserve), then three interactive ones; no more batch.
+  EXPECT_EQ(engine.stats().queued_by_lane[1], 19);
+  EXPECT_EQ(engine.stats().queued_by_lane[0], 3);
+  // While interactive work waits, batch work never takes more than its reserve: every freed
+  // slot goes to interactive work until none is left.
+  while (!interactive.done) {
+    ASSERT_TRUE(engine.RunOnce());
+    if (engine.stats().queued_by_lane[0] > 0) {
+      EXPECT_LE(engine.stats().active_by_lane[1], 1) << "batch work overtook interactive work";
+    }
+  }
+  ASSERT_TRUE(interactive.result.ok());
+  EXPECT_FALSE(batch.done);
+  while (engine.RunOnce()) {
+  }
+  ASSERT_TRUE(batch.done);
+  ASSERT_TRUE(batch.result.ok());
+  EXPECT_EQ(batch.result->size(), 20u);
+}
+
+// A stream of interactive jobs that always keeps the queue busy does not starve batch work:
+// its reserve keeps one sequence decoding, so it finishes while interactive work still arrives.
+TEST_F(SchedulerTest, BatchWorkIsNotStarvedByAContinuousInteractiveLoad) {
+  options_.max_active_sequences = 4;
+  options_.batch_min_share = 0.25;
+  Engine engine(testing::DemoModel(), options_);
+  Tracked batch(Sources(0, 3), 1);
+  batch.job->lane = Lane::kBatch;
+  ASSERT_TRUE(engine.Submit(batch.job).ok());
+  std::vector<std::unique_ptr<Tracked>> interactive;
+  for (int step = 0; step < 2000 && !batch.done; ++step) {
+    if (engine.stats().queued_by_lane[0] < 8) {  // interactive work always waiting
+      interactive.push_back(std::make_unique<Tracked>(Sources(100 + step % 200, 1), 1));
+      ASSERT_TRUE(engine.Submit(interactive.back()->job).ok());
+    }
+    engine.RunOnce();
+    clock_.Advance(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(batch.done) << "batch work starved";
+  EXPECT_TRUE(batch.result.ok());
+  EXPECT_GT(engine.stats().queued_by_lane[0], 0);
+  engine.Shutdown(absl::InfinitePast());
+}
+
+// With no reserve, batch work only fills capacity interactive work leaves idle.
+TEST_F(SchedulerTest, WithoutAReserveBatchWorkWaitsForIdleCapacity) {
+  options_.max_active_sequences = 2;
+  options_.batch_min_share = 0.0;
+  Engine engine(testing::DemoModel(), options_);
+  Tracked batch(Sources(0, 2), 1), interactive(Sources(100, 4), 1);
+  batch.job->lane = Lane::kBatch;
+  ASSERT_TRUE(engine.Submit(batch.job).ok());
+  ASSERT_TRUE(engine.Submit(interactive.job).ok());
+  ASSERT_TRUE(engine.RunOnce());
+  EXPECT_EQ(engine.stats().queued_by_lane[1], 2);
+  while (!interactive.done) {
+    ASSERT_TRUE(engine.RunOnce());
+    if (engine.stats().queued_by_lane[0] > 0) EXPECT_EQ(engine.stats().active_by_lane[1], 0);
+  }
+  while (engine.RunOnce()) {
+  }
+  EXPECT_TRUE(batch.done && batch.result.ok());
+}
+
+// Within a lane, jobs with earlier deadlines are admitted first; jobs without one come after.
+TEST_F(SchedulerTest, EarliestDeadlineFirstWithinALane) {
+  options_.max_active_sequences = 1;
+  Engine engine(testing::DemoModel(), options_);
+  Tracked none(Sources(0, 1), 1), late(Sources(1, 1), 1), soon(Sources(2, 1), 1);
+  late.job->deadline = clock_.Now() + absl::Seconds(60);
+  soon.job->deadline = clock_.Now() + absl::Seconds(30);
+  std::vector<const Tracked*> order;
+  for (Tracked* t : {&none, &late, &soon}) {
+    auto on_done = t->job->on_done;
+    t->job->on_done = [t, on_done, &order](JobResult r) {
+      order.push_back(t);
+      on_done(std::move(r));
+    };
+    ASSERT_TRUE(engine.Submit(t->job).ok());
+  }
+  while (engine.RunOnce()) {
+  }
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order[0], &soon);
+  EXPECT_EQ(order[1], &late);
+  EXPECT_EQ(order[2], &none);
+}
+
 }  // namespace
 }  // namespace glossa

@@ -62,8 +62,13 @@ ABSL_FLAG(int, max_queue, 4096, "Sentences waiting for the engine beyond which r
 ABSL_FLAG(int, max_active_sequences, 64, "Sentences decoded together per worker (batch size)");
 ABSL_FLAG(double, batch_min_share, 0.25,
           "Share of --max_active_sequences that PRIORITY_BATCH requests (glossa-batch) may fill "
-          "even while interactive requests wait: their guarantee against starvation. Otherwise "
-          "interactive requests are admitted first and batch work fills the idle capacity. 0..1");
+          "even while interactive requests wait (their guarantee against starvation), and the "
+          "most they fill while interactive work is present (see --interactive_hold); otherwise "
+          "batch work fills all the capacity. 0..1");
+ABSL_FLAG(absl::Duration, interactive_hold, absl::Seconds(2),
+          "Batch work stays within --batch_min_share while interactive requests decode, wait, or "
+          "arrived within this time: interactive sentences then decode in steps that a full "
+          "batch does not slow down. 0: only while they decode or wait");
 ABSL_FLAG(int64_t, kv_cache_mb, 1024, "KV cache budget per model, in MiB (worst case of the "
           "admitted sentences)");
 ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "Largest gRPC message accepted, in bytes");
@@ -194,6 +199,7 @@ int main(int argc, char** argv) {
   engine.max_active_sequences = absl::GetFlag(FLAGS_max_active_sequences);
   engine.max_active_rows = engine.max_active_sequences * 4;
   engine.batch_min_share = absl::GetFlag(FLAGS_batch_min_share);
+  engine.interactive_hold = absl::GetFlag(FLAGS_interactive_hold);
   if (!(engine.batch_min_share >= 0.0 && engine.batch_min_share <= 1.0)) {
     std::cerr << "glossa-server: --batch_min_share must be between 0 and 1\n";
     return 2;

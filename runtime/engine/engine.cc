@@ -229,6 +229,7 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
       live_jobs_.push_back(state);
       // Deadline order within the lane; after every job due no later (arrival order on ties).
       const int lane = static_cast<int>(state->job->lane);
+      if (state->job->lane == Lane::kInteractive) last_interactive_ = state->submitted;
       auto& queue = lanes_[lane];
       const absl::Time due = state->job->deadline;
       queue.insert(std::upper_bound(queue.begin(), queue.end(), due,
@@ -325,12 +326,18 @@ void Engine::Admit(Worker* worker, std::vector<Pending>* admitted) {
   }
   const int reserve = static_cast<int>(
       std::ceil(options_.batch_min_share * options_.max_active_sequences));
-  // The batch lane's reserve first, then interactive work, then batch work in what is left.
+  // The batch lane's reserve first, then interactive work, then batch work in what is left,
+  // unless interactive work is present (and the worker has something to do).
   const bool fits = budget.batch_lane_sequences >= reserve ||
                     AdmitFromLane(Lane::kBatch, reserve - budget.batch_lane_sequences, budget,
                                   admitted);
   if (fits && AdmitFromLane(Lane::kInteractive, INT_MAX, budget, admitted)) {
-    AdmitFromLane(Lane::kBatch, INT_MAX, budget, admitted);
+    const bool interactive_present =
+        active_by_lane_[static_cast<int>(Lane::kInteractive)].load() > 0 ||
+        budget.now - last_interactive_ < options_.interactive_hold;
+    if (!interactive_present || (budget.sequences == 0 && admitted->empty())) {
+      AdmitFromLane(Lane::kBatch, INT_MAX, budget, admitted);
+    }
   }
   queued_.store(pending_sources_);
   for (int lane = 0; lane < kLanes; ++lane) queued_by_lane_[lane].store(pending_by_lane_[lane]);

@@ -14,7 +14,10 @@
 // Interactive work is admitted before batch work; batch work fills what interactive work leaves.
 // So that batch work is never starved, the batch lane keeps a reserve: while it has work waiting
 // and fewer than batch_min_share × max_active_sequences of a worker's sequences are batch work,
-// it is admitted up to that share ahead of waiting interactive work. When the next source in
+// it is admitted up to that share ahead of waiting interactive work. While interactive work is
+// present (decoding, waiting, or submitted within interactive_hold), batch work is held to that
+// share, so that interactive sentences do not decode in steps made slow by a full batch;
+// otherwise (and whenever the worker would idle) it fills all the capacity. When the next source in
 // order does not fit, admission stops there (no overtaking), and an empty batch always admits
 // it, so nothing starves.
 //
@@ -80,6 +83,7 @@ struct EngineOptions {
   // Share of max_active_sequences the batch lane may always fill, even with interactive work
   // waiting (its guarantee against starvation); 0: batch work only ever fills idle capacity.
   double batch_min_share = 0.25;
+  absl::Duration interactive_hold = absl::Seconds(2);
   int64_t kv_cache_bytes = int64_t{1} << 30;  // worst-case KV cache of all admitted sequences
   int default_beam_size = 4;
   int max_beam_size = 16;
@@ -193,6 +197,7 @@ class Engine {
   std::vector<std::shared_ptr<JobState>> live_jobs_ ABSL_GUARDED_BY(mu_);
   int64_t kv_reserved_blocks_ ABSL_GUARDED_BY(mu_) = 0;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  absl::Time last_interactive_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool abort_ ABSL_GUARDED_BY(mu_) = false;  // end everything with UNAVAILABLE
   bool stop_ ABSL_GUARDED_BY(mu_) = false;   // workers exit once idle
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -33,7 +33,10 @@ ABSL_FLAG(std::string, server, "", "Address of a running server; empty: start on
 ABSL_FLAG(std::string, model, GLOSSA_DEMO_MODEL, "Model file for the in-process server");
 ABSL_FLAG(std::string, input, GLOSSA_SHARED_DIR "/golden/dev.es", "Sentences, one per line");
 ABSL_FLAG(int, limit, 0, "Use only the first N sentences (0: all)");
-ABSL_FLAG(std::string, clients, "1,8,32,128", "Closed-loop runs: concurrent clients");
+ABSL_FLAG(std::string, clients, "1,8,32,128",
+          "Closed-loop runs: concurrent clients; 'none' for open-loop runs only");
+ABSL_FLAG(std::string, priority, "interactive",
+          "Admission lane of every request: interactive or batch (TranslateRequest.priority)");
 ABSL_FLAG(std::string, rates, "", "Open-loop runs: Poisson arrival rates, sentences/s");
 ABSL_FLAG(double, seconds, 20, "Length of each open-loop run");
 ABSL_FLAG(int, passes, 1, "Closed-loop runs: times each client count goes through the input");
@@ -69,6 +72,8 @@ Sample Call(v1::Translator::Stub& stub, const std::string& text) {
   request.add_texts(text);
   request.mutable_options()->set_beam_size(absl::GetFlag(FLAGS_beam_size));
   request.mutable_options()->set_max_output_tokens(absl::GetFlag(FLAGS_max_output_tokens));
+  request.set_priority(absl::GetFlag(FLAGS_priority) == "batch" ? v1::PRIORITY_BATCH
+                                                                : v1::PRIORITY_INTERACTIVE);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
   v1::TranslateResponse response;
@@ -233,7 +238,9 @@ int main(int argc, char** argv) {
     std::cerr << "glossa-load: cannot read --input " << absl::GetFlag(FLAGS_input) << "\n";
     return 2;
   }
-  auto clients = glossa::bench::ParseIntList("clients", absl::GetFlag(FLAGS_clients));
+  const std::string client_list = absl::GetFlag(FLAGS_clients);
+  auto clients = client_list == "none" ? absl::StatusOr<std::vector<int>>(std::vector<int>())
+                                       : glossa::bench::ParseIntList("clients", client_list);
   if (!clients.ok()) {
     std::cerr << "glossa-load: " << clients.status().message() << "\n";
     return 2;

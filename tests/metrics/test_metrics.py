@@ -448,6 +448,12 @@ class ExpositionTest(ServerTestCase):
                      "glossa_target_source_length_ratio", "glossa_queue_wait_seconds"):
             self.assertEqual(m.value(name + "_count", **model), len(sentences), name)
         self.assertEqual(m.value("glossa_sentences_total", **model), len(sentences))
+        # Every request here is interactive (priority unset).
+        self.assertEqual(m.value("glossa_lane_queue_wait_seconds_count", lane="interactive",
+                                 **model), len(sentences))
+        self.assertEqual(m.value("glossa_lane_queue_wait_seconds_count", lane="batch", **model), 0)
+        for lane in ("interactive", "batch"):
+            self.assertEqual(m.value("glossa_lane_queue_depth", lane=lane, **model), 0)
         self.assertEqual(m.value("glossa_time_to_first_token_seconds_count", **model), len(jobs))
         self.assertEqual(m.value("glossa_encoder_batch_seconds_count", **model), len(jobs))
 

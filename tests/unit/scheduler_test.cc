@@ -193,6 +193,13 @@ TEST_F(SchedulerTest, InteractiveWorkGoesFirstBatchWorkKeepsItsReserve) {
   }
   ASSERT_TRUE(interactive.result.ok());
   EXPECT_FALSE(batch.done);
+  // Interactive work arrived within interactive_hold: batch work stays within its share...
+  ASSERT_TRUE(engine.RunOnce());
+  EXPECT_LE(engine.stats().active_by_lane[1], 1);
+  // ... and fills the capacity once the hold has passed.
+  clock_.Advance(options_.interactive_hold + absl::Milliseconds(1));
+  ASSERT_TRUE(engine.RunOnce());
+  EXPECT_EQ(engine.stats().active_by_lane[1], 4);
   while (engine.RunOnce()) {
   }
   ASSERT_TRUE(batch.done);

@@ -69,6 +69,10 @@ ABSL_FLAG(absl::Duration, interactive_hold, absl::Seconds(2),
           "Batch work stays within --batch_min_share while interactive requests decode, wait, or "
           "arrived within this time: interactive sentences then decode in steps that a full "
           "batch does not slow down. 0: only while they decode or wait");
+ABSL_FLAG(int64_t, cache_bytes, -1,
+          "Result cache: finished translations kept (LRU) for repeated texts with the same model "
+          "and options, in bytes; -1 = 1/256 of the machine's memory (at most 1 GiB), 0 = off. "
+          "Sampling without a seed is never cached");
 ABSL_FLAG(int64_t, kv_cache_mb, 1024, "KV cache budget per model, in MiB (worst case of the "
           "admitted sentences)");
 ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "Largest gRPC message accepted, in bytes");
@@ -225,15 +229,22 @@ int main(int argc, char** argv) {
   for (const auto& [name, entry] : (*registry)->models()) model_names.push_back(name);
   glossa::server::RequestMetrics request_metrics(model_names);
   glossa::server::TranslatorService service(registry->get(), limits, &request_metrics);
+  std::unique_ptr<glossa::server::ResultCache> cache;
+  if (const int64_t bytes = absl::GetFlag(FLAGS_cache_bytes); bytes != 0) {
+    cache = std::make_unique<glossa::server::ResultCache>(
+        bytes < 0 ? glossa::server::DefaultCacheBytes() : bytes);
+    service.SetCache(cache.get());
+  }
 
   // Metrics first, so that a scraper sees the server from its first request on.
   std::unique_ptr<glossa::server::MetricsServer> metrics_server;
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   if (!metrics_listen.empty()) {
-    auto started = glossa::server::MetricsServer::Start(
-        metrics_listen, std::make_shared<glossa::server::MetricsCollector>(
-                            registry->get(), &request_metrics,
-                            glossa::server::BuildInfo{GLOSSA_VERSION, GLOSSA_GIT_SHA}));
+    auto collector = std::make_shared<glossa::server::MetricsCollector>(
+        registry->get(), &request_metrics,
+        glossa::server::BuildInfo{GLOSSA_VERSION, GLOSSA_GIT_SHA});
+    collector->SetCache(cache.get());
+    auto started = glossa::server::MetricsServer::Start(metrics_listen, std::move(collector));
     if (started.ok()) {
       metrics_server = *std::move(started);
       const std::string host = metrics_listen.substr(0, metrics_listen.rfind(':'));

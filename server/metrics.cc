@@ -199,7 +199,37 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   CollectRequests(&out);
   CollectEngines(&out);
   CollectProcess(&out);
+  CollectCache(&out);
   return out;
+}
+
+void MetricsCollector::CollectCache(std::vector<MetricFamily>* out) const {
+  if (cache_ == nullptr) return;
+  const ResultCache::Stats s = cache_->stats();
+  const struct {
+    const char* name;
+    const char* help;
+    MetricType type;
+    double value;
+  } kSeries[] = {
+      {"glossa_cache_hits_total", "Texts answered from the result cache.", MetricType::Counter,
+       static_cast<double>(s.hits)},
+      {"glossa_cache_misses_total", "Texts looked up in the result cache and not found.",
+       MetricType::Counter, static_cast<double>(s.misses)},
+      {"glossa_cache_evictions_total", "Entries the result cache dropped to stay within its bytes.",
+       MetricType::Counter, static_cast<double>(s.evictions)},
+      {"glossa_cache_bytes", "Bytes the result cache holds.", MetricType::Gauge,
+       static_cast<double>(s.bytes)},
+      {"glossa_cache_entries", "Translations the result cache holds.", MetricType::Gauge,
+       static_cast<double>(s.entries)},
+      {"glossa_cache_capacity_bytes", "The result cache's bound (--cache_bytes).",
+       MetricType::Gauge, static_cast<double>(s.capacity_bytes)},
+  };
+  for (const auto& series : kSeries) {
+    auto family = Family(series.name, series.help, series.type);
+    AddValue(&family, {}, series.value);
+    out->push_back(std::move(family));
+  }
 }
 
 void MetricsCollector::CollectRequests(std::vector<MetricFamily>* out) const {

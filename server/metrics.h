@@ -34,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/metrics.h"
 #include "server/model_registry.h"
+#include "server/result_cache.h"
 
 namespace prometheus {
 class Exposer;
@@ -115,14 +116,18 @@ class MetricsCollector final : public prometheus::Collectable {
   // Both must outlive the collector.
   MetricsCollector(const ModelRegistry* registry, const RequestMetrics* requests, BuildInfo build);
   std::vector<prometheus::MetricFamily> Collect() const override;
+  // The result cache whose counters to export (null: none). Must outlive the collector.
+  void SetCache(const ResultCache* cache) { cache_ = cache; }
 
  private:
   void CollectRequests(std::vector<prometheus::MetricFamily>* out) const;
   void CollectEngines(std::vector<prometheus::MetricFamily>* out) const;
   void CollectProcess(std::vector<prometheus::MetricFamily>* out) const;
+  void CollectCache(std::vector<prometheus::MetricFamily>* out) const;
 
   const ModelRegistry* registry_;
   const RequestMetrics* requests_;
+  const ResultCache* cache_ = nullptr;
   BuildInfo build_;
   double start_time_seconds_ = 0;  // process_start_time_seconds, read once
 };

@@ -104,6 +104,8 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
   GLOSSA_ASSIGN_OR_RETURN(TranslateOptions options, ToOptions(request.options()));
   GLOSSA_ASSIGN_OR_RETURN(p.search, p.model->engine->Resolve(options));
   p.return_scores = request.options().return_scores();
+  p.deterministic =
+      !(request.options().sampling_temperature() > 0.0f && request.options().seed() == 0);
   switch (request.priority()) {
     case v1::PRIORITY_UNSPECIFIED:
     case v1::PRIORITY_INTERACTIVE:

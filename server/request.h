@@ -23,6 +23,8 @@ struct PreparedRequest {
   SearchOptions search;
   Lane lane = Lane::kInteractive;
   bool return_scores = false;
+  // False for sampling without a seed (the engine draws one): nothing to cache.
+  bool deterministic = true;
 };
 
 // Parses a glossa.v1.TranslateRequest from its wire bytes. It goes through

@@ -93,16 +93,22 @@ class TranslateCall final : public grpc::ServerUnaryReactor {
       return;
     }
     auto p = std::make_shared<PreparedRequest>(*std::move(prepared));
+    // Texts in the result cache are answered from it; the engine gets the others (maybe none:
+    // then Submit calls on_done at once).
+    ResultCache* cache = service.cache();
+    auto cached = std::make_shared<std::vector<std::optional<Translation>>>(
+        TakeCached(cache, texts_, p.get()));
     job_ = NewJob(*p, context);
-    job_->on_done = [this, p, response](JobResult result) {
+    job_->on_done = [this, p, response, cache, cached](JobResult result) {
       if (!result.ok()) {
         End(ToGrpcStatus(result.status()));
         return;
       }
       v1::TranslateResponse message;
       message.set_model(p->model->name);
-      const std::vector<Translation> translations =
+      std::vector<Translation> translations =
           DetokenizeResults(*p->model->model, p->sources, *std::move(result));
+      StoreAndMerge(cache, texts_, *p, std::move(*cached), &translations);
       for (const Translation& t : translations) {
         ToProto(t, p->return_scores, message.add_translations());
       }
@@ -145,17 +151,26 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       Complete(DetokenizeResults(*p_->model->model, p_->sources, {}).front());
       return;
     }
+    ResultCache* cache = service.cache();
+    std::vector<std::optional<Translation>> cached = TakeCached(cache, texts_, p_.get());
+    if (cached.front()) {  // one message with the whole text
+      Complete(*cached.front());
+      return;
+    }
     // The client knows its target prefix: the pieces stream the completion.
     sent_tokens_ = p_->search.prefix.size();
     sent_text_ = p_->model->model->tokenizer().DecodeTarget(p_->search.prefix);
     job_ = NewJob(*p_, context);
     job_->on_tokens = [this](const std::vector<int>& stable) { OnTokens(stable); };
-    job_->on_done = [this](JobResult result) {
+    job_->on_done = [this, cache](JobResult result) {
       if (!result.ok()) {
         FinishWhenWritten(ToGrpcStatus(result.status()));
         return;
       }
-      Complete(DetokenizeResults(*p_->model->model, p_->sources, *std::move(result)).front());
+      std::vector<Translation> translations =
+          DetokenizeResults(*p_->model->model, p_->sources, *std::move(result));
+      StoreAndMerge(cache, texts_, *p_, {}, &translations);
+      Complete(translations.front());
     };
     const absl::Status submitted = p_->model->engine->Submit(job_);
     if (!submitted.ok()) End(ToGrpcStatus(submitted));

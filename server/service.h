@@ -12,6 +12,7 @@
 #include "server/metrics.h"
 #include "server/model_registry.h"
 #include "server/request.h"
+#include "server/result_cache.h"
 
 namespace glossa::server {
 
@@ -52,11 +53,15 @@ class TranslatorService final : public TranslatorBase {
                                           const grpc::ByteBuffer& request, bool stream,
                                           RpcRecord* record, std::vector<std::string>* texts) const;
   RequestMetrics* metrics() const { return metrics_; }
+  // The result cache (null: none). Must outlive the service.
+  void SetCache(ResultCache* cache) { cache_ = cache; }
+  ResultCache* cache() const { return cache_; }
 
  private:
   const ModelRegistry* registry_;
   RequestLimits limits_;
   RequestMetrics* metrics_;
+  ResultCache* cache_ = nullptr;
   absl::StatusOr<v1::ListModelsResponse> ListModels(const grpc::CallbackServerContext& context,
                                                      const grpc::ByteBuffer& request) const;
 

@@ -21,6 +21,7 @@ directory when the tests start. Each TestCase class starts its own server on a f
 
 import atexit
 import concurrent.futures
+import contextlib
 import ctypes
 import importlib
 import os
@@ -34,6 +35,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 try:
     import grpc
@@ -479,6 +481,85 @@ class DecodingControlsTest(ServerTestCase):
                        for _ in range(4) for i in range(len(variants))]
             for i, future in futures:
                 self.assertEqual(future.result().translations[0].hypotheses[0].text, alone[i])
+
+
+class ResultCacheTest(ServerTestCase):
+    """--cache_bytes: repeated texts answered from the cache, identical to computed answers."""
+
+    CAPACITY = 20000
+    SERVER_FLAGS = ("--metrics_listen", "127.0.0.1:0", "--cache_bytes", str(CAPACITY))
+
+    def cache(self):
+        """The glossa_cache_* samples of the server's /metrics, by name."""
+        port = next(re.search(r":(\d+)/metrics", line).group(1)
+                    for line in self.server.stdout_lines if "metrics on http" in line)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+        return {m.group(1): float(m.group(2)) for m in
+                re.finditer(r"^(glossa_cache_\w+) (\S+)$", text.decode(), re.M)}
+
+    def test_a_cached_answer_equals_the_computed_one(self):
+        options = dict(beam_size=4, num_hypotheses=2, return_scores=True,
+                       return_token_scores=True, target_prefix="And")
+        before = self.cache()
+        first = self.translate([SHORT, LONG, ""], **options)
+        middle = self.cache()
+        second = self.translate([SHORT, LONG, ""], **options)
+        after = self.cache()
+        self.assertEqual(first, second)
+        self.assertEqual(middle["glossa_cache_misses_total"] - before["glossa_cache_misses_total"],
+                         2)
+        self.assertEqual(after["glossa_cache_hits_total"] - middle["glossa_cache_hits_total"], 2)
+        # Other options: other entries.
+        other = self.translate([SHORT, LONG], beam_size=1)
+        self.assertEqual(self.cache()["glossa_cache_hits_total"], after["glossa_cache_hits_total"])
+        self.assertNotEqual(other.translations[0], first.translations[0])
+
+    def test_a_request_is_answered_from_the_cache_for_the_texts_it_holds(self):
+        cached = self.translate(["Y vió Dios la luz."], beam_size=1).translations[0]
+        before = self.cache()
+        both = self.translate(["Y vió Dios la luz.", "Y llamó Dios a la luz Día."], beam_size=1)
+        after = self.cache()
+        self.assertEqual(both.translations[0], cached)
+        self.assertEqual(after["glossa_cache_hits_total"] - before["glossa_cache_hits_total"], 1)
+        self.assertEqual(after["glossa_cache_misses_total"] - before["glossa_cache_misses_total"],
+                         1)
+        alone = self.translate(["Y llamó Dios a la luz Día."], beam_size=1).translations[0]
+        self.assertEqual(both.translations[1], alone)
+
+    def test_a_stream_of_a_cached_text_is_one_message_with_the_same_result(self):
+        unary = self.translate([LONG], beam_size=2).translations[0]
+        request = pb.TranslateRequest(model=MODEL_NAME, texts=[LONG],
+                                      options=pb.DecodingOptions(beam_size=2))
+        messages = list(self.translator.TranslateStream(request, timeout=RPC_TIMEOUT_S))
+        self.assertEqual(len(messages), 1)
+        self.assertTrue(messages[0].done)
+        self.assertEqual(messages[0].text_piece, unary.hypotheses[0].text)
+        self.assertEqual(messages[0].result, unary)
+
+    def test_sampling_without_a_seed_is_not_cached(self):
+        before = self.cache()
+        for _ in range(2):
+            self.translate([SHORT], beam_size=1, sampling_temperature=1.0)
+        after = self.cache()
+        for name in ("glossa_cache_hits_total", "glossa_cache_misses_total"):
+            self.assertEqual(after[name], before[name], name)
+        seeded = [self.translate([SHORT], beam_size=1, sampling_temperature=1.0, seed=5)
+                  for _ in range(2)]
+        self.assertEqual(seeded[0], seeded[1])
+        self.assertEqual(self.cache()["glossa_cache_hits_total"],
+                         after["glossa_cache_hits_total"] + 1)
+
+    def test_the_byte_bound_holds(self):
+        with open(DEV_ES, encoding="utf-8") if os.path.exists(DEV_ES) else contextlib.nullcontext(
+                None) as f:
+            lines = f.read().splitlines()[:120] if f else [f"{i} {SHORT}" for i in range(120)]
+        self.translate(lines[:60], beam_size=1, max_output_tokens=20)
+        self.translate(lines[60:], beam_size=1, max_output_tokens=20)
+        c = self.cache()
+        self.assertLessEqual(c["glossa_cache_bytes"], self.CAPACITY)
+        self.assertEqual(c["glossa_cache_capacity_bytes"], self.CAPACITY)
+        self.assertGreater(c["glossa_cache_evictions_total"], 0)
+        self.assertGreater(c["glossa_cache_entries"], 0)
 
 
 class RequestErrorsTest(ServerTestCase):

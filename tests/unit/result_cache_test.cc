@@ -1,0 +1,69 @@
+// The server's result cache: LRU order, the byte bound, statistics.
+#include "server/result_cache.h"
+
+#include "gtest/gtest.h"
+
+namespace glossa::server {
+namespace {
+
+Translation Text(const std::string& text) {
+  Translation t;
+  t.hypotheses.push_back({text, -1.5f, {4, 5, 0}, {}});
+  return t;
+}
+
+TEST(ResultCacheTest, AHitReturnsWhatWasStored) {
+  ResultCache cache(1 << 20);
+  EXPECT_FALSE(cache.Lookup("a"));
+  cache.Insert("a", Text("alpha"));
+  const auto hit = cache.Lookup("a");
+  ASSERT_TRUE(hit);
+  ASSERT_EQ(hit->hypotheses.size(), 1u);
+  EXPECT_EQ(hit->hypotheses[0].text, "alpha");
+  EXPECT_EQ(hit->hypotheses[0].token_ids, (std::vector<int>{4, 5, 0}));
+  EXPECT_EQ(hit->hypotheses[0].score, -1.5f);
+  const ResultCache::Stats s = cache.stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.entries, 1);
+  EXPECT_EQ(s.bytes, ResultCache::EntryBytes("a", Text("alpha")));
+}
+
+TEST(ResultCacheTest, TheLeastRecentlyUsedGoesFirstAndTheBoundHolds) {
+  const int64_t entry = ResultCache::EntryBytes("k0", Text("x"));
+  ResultCache cache(3 * entry);  // room for three entries
+  for (int i = 0; i < 3; ++i) cache.Insert("k" + std::to_string(i), Text("x"));
+  ASSERT_TRUE(cache.Lookup("k0"));  // k0 is now the most recent; k1 the least
+  cache.Insert("k3", Text("x"));
+  EXPECT_FALSE(cache.Lookup("k1"));
+  EXPECT_TRUE(cache.Lookup("k0"));
+  EXPECT_TRUE(cache.Lookup("k2"));
+  EXPECT_TRUE(cache.Lookup("k3"));
+  const ResultCache::Stats s = cache.stats();
+  EXPECT_EQ(s.evictions, 1u);
+  EXPECT_EQ(s.entries, 3);
+  EXPECT_LE(s.bytes, s.capacity_bytes);
+  for (int i = 4; i < 100; ++i) {
+    cache.Insert("k" + std::to_string(i), Text(std::string(i % 7, 'y')));
+    ASSERT_LE(cache.stats().bytes, 3 * entry) << i;
+  }
+}
+
+TEST(ResultCacheTest, AnEntryLargerThanTheCacheIsNotStored) {
+  ResultCache cache(100);
+  cache.Insert("big", Text(std::string(1000, 'z')));
+  EXPECT_EQ(cache.stats().entries, 0);
+  EXPECT_FALSE(cache.Lookup("big"));
+}
+
+TEST(ResultCacheTest, StoringAKeyAgainReplacesIt) {
+  ResultCache cache(1 << 20);
+  cache.Insert("a", Text("one"));
+  cache.Insert("a", Text("two"));
+  EXPECT_EQ(cache.stats().entries, 1);
+  EXPECT_EQ(cache.stats().bytes, ResultCache::EntryBytes("a", Text("two")));
+  EXPECT_EQ(cache.Lookup("a")->hypotheses[0].text, "two");
+}
+
+}  // namespace
+}  // namespace glossa::server

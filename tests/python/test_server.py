@@ -308,6 +308,9 @@ class MatchesOfflineTranslateTest(ServerTestCase):
 class TranslateTest(ServerTestCase):
     """Translate, TranslateStream, ListModels and health on a server with default limits."""
 
+    # No result cache: the stream tests need the pieces of a translation being decoded.
+    SERVER_FLAGS = ("--cache_bytes", "0")
+
     def test_model_may_be_left_empty_with_one_model(self):
         response = self.translate([SHORT], model="", beam_size=1)
         self.assertEqual(response.model, MODEL_NAME)
@@ -430,6 +433,8 @@ class DecodingControlsTest(ServerTestCase):
     through the server (their parity with Hugging Face is controls_test's)."""
 
     PREFIX = "The man and"
+    # No result cache: requests must meet in the engine's decoder steps, not in the cache.
+    SERVER_FLAGS = ("--cache_bytes", "0")
 
     def test_prefix_starts_every_hypothesis_and_scores_cover_every_token(self):
         response = self.translate([SHORT, LONG], beam_size=4, num_hypotheses=2,

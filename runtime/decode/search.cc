@@ -64,12 +64,26 @@ void Search::ApplyProcessors(float* row) const {
 
 void Search::Advance(float* logits) {
   if (done_) return;
-  if (options_.beam_size == 1) {
+  if (ForcedBosStep()) {
+    AdvanceForcedBos();
+  } else if (options_.beam_size == 1) {
     AdvanceGreedy(logits);
   } else {
     AdvanceBeam(logits);
   }
   if (!done_) PrepareNextStep();
+}
+
+void Search::AdvanceForcedBos() {
+  Beam& beam = beams_[0];
+  beam.tokens.push_back(options_.forced_bos_id);
+  active_ = 1;
+  ++step_;
+  // Hugging Face checks the length limit after the token is added, as for any other token.
+  if (options_.forced_bos_id == vocab_.eos_id || step_ >= options_.max_new_tokens) {
+    AddFinished(beam.tokens, -1, beam.score, options_.beam_size == 1 ? 0 : step_);
+    done_ = true;
+  }
 }
 
 void Search::AdvanceGreedy(float* row) {

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "text/languages.h"
 #include "util/status_macros.h"
 #include "util/threads.h"
 
@@ -131,6 +132,10 @@ absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
         absl::StrCat("length_penalty ", s.length_penalty, " is outside [-10, 10]"));
   }
   s.early_stopping = model_->info().generation.early_stopping;
+  GLOSSA_ASSIGN_OR_RETURN(const LanguagePair languages,
+                          ResolveLanguages(model_->info(), model_->tokenizer(), o.source_language,
+                                           o.target_language));
+  s.forced_bos_id = languages.forced_bos_id;
   GLOSSA_RETURN_IF_ERROR(ResolveSampling(o, s));
   return s;
 }
@@ -159,7 +164,8 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
   }
   const SearchOptions& s = job->search;
   if (s.beam_size < 1 || s.beam_size > options_.max_beam_size || s.max_new_tokens < 1 ||
-      s.max_new_tokens > options_.max_output_tokens || s.num_hypotheses > s.beam_size) {
+      s.max_new_tokens > options_.max_output_tokens || s.num_hypotheses > s.beam_size ||
+      s.forced_bos_id >= c.target_vocab_size) {
     return absl::InvalidArgumentError("search options out of range (see Engine::Resolve)");
   }
   if (KvBlocksFor(s) > kv_budget_blocks_) {

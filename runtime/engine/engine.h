@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct TranslateOptions {
   int max_output_tokens = 0;  // tokens generated, EOS included
   int num_hypotheses = 0;
   SamplingOptions sampling;  // temperature > 0: sample (beam_size 1); seed 0: a random seed
+  // The language pair (text/languages.h): the target decides the forced first token of
+  // multilingual models; the source token is the tokenizer's business (TokenizeTexts).
+  std::string source_language;
+  std::string target_language;
 };
 
 // Time source, injectable for tests.

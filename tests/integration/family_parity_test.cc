@@ -142,3 +142,52 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyParityTest, ::testing::ValuesIn(kFamili
 
 }  // namespace
 }  // namespace glossa
+
+namespace glossa {
+namespace {
+
+// Two requests for different target languages decode in the same steps: the forced language is
+// per sequence, not per batch.
+TEST(FamilyBatchingTest, LanguagePairsShareDecoderSteps) {
+  const Family& nllb = kFamilies[1];
+  if (!std::ifstream(ModelPath(nllb))) GTEST_SKIP() << "needs " << ModelPath(nllb);
+  auto model = Model::Load(ModelPath(nllb));
+  ASSERT_TRUE(model.ok()) << model.status();
+  EngineOptions options;
+  options.workers = 0;  // stepped by hand
+  Engine engine(*model, options);
+  std::vector<JobResult> results(2);
+  std::vector<int> forced;
+  for (int j = 0; j < 2; ++j) {
+    TranslateOptions t;
+    t.beam_size = 1;
+    t.source_language = "spa_Latn";
+    t.target_language = j == 0 ? "eng_Latn" : "fra_Latn";
+    auto search = engine.Resolve(t);
+    ASSERT_TRUE(search.ok()) << search.status();
+    forced.push_back(search->forced_bos_id);
+    auto job = std::make_shared<Job>();
+    auto pair = ResolveLanguages((*model)->info(), (*model)->tokenizer(), t.source_language,
+                                 t.target_language);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    auto ids = (*model)->tokenizer().EncodeSource("Y dijo Dios: Sea la luz.", pair->source_token);
+    ASSERT_TRUE(ids.ok());
+    job->sources = {*ids};
+    job->search = *search;
+    job->on_done = [&results, j](JobResult r) { results[j] = std::move(r); };
+    ASSERT_TRUE(engine.Submit(job).ok());
+  }
+  ASSERT_NE(forced[0], forced[1]);
+  ASSERT_TRUE(engine.RunOnce());
+  EXPECT_EQ(engine.stats().steps, 1);
+  EXPECT_EQ(engine.stats().step_rows, 2) << "both language pairs in the first decoder step";
+  while (engine.RunOnce()) {
+  }
+  for (int j = 0; j < 2; ++j) {
+    ASSERT_TRUE(results[j].ok()) << results[j].status();
+    EXPECT_EQ((*results[j])[0][0].tokens.front(), forced[j]);
+  }
+}
+
+}  // namespace
+}  // namespace glossa

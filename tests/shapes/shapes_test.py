@@ -15,6 +15,7 @@ Exit status: 0 passed, 1 failed, 77 skipped (no shared models to take the tokeni
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -36,6 +37,7 @@ TINY = {f"tiny-{tokenizer}": ["--shape", "custom", "--model_type", model_type, "
                               "--vocab_size", "20000"]
         for tokenizer, model_type in (("nllb", "m2m_100"), ("m2m100", "m2m_100"), ("mbart50", "mbart"),
                                       ("marian", "marian"))}
+TINY["tiny-marian-multi-target"] = TINY["tiny-marian"]
 RELEASED = {"nllb-600m": "nllb", "m2m100-418m": "m2m100", "mbart50-large": "mbart50",
             "opus-mt-base": "marian", "opus-mt-big": "marian"}
 
@@ -46,6 +48,30 @@ def run(command, timeout, stdin=""):
     return result, time.monotonic() - start
 
 
+def make_multi_target(hf_dir):
+    """Turns a Marian directory into a multi-target one: two made-up pieces become >>fra<< and
+    >>por<< (as in opus-mt-en-ROMANCE's vocabulary)."""
+    path = os.path.join(hf_dir, "vocab.json")
+    with open(path, encoding="utf-8") as f:
+        vocab = json.load(f)
+    pads = [piece for piece in vocab if "glossapad" in piece][:2]
+    for piece, token in zip(pads, (">>fra<<", ">>por<<")):
+        vocab[token] = vocab.pop(piece)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+
+
+def check_multi_target(translate, model, timeout):
+    """Marian multi-target: target_language is required and names one of the >>xxx<< tokens."""
+    for flags, code, mention in (([], 2, ">>fra<<, >>por<<"), (["--target_language", "fra"], 0, ""),
+                                 (["--target_language", "pt"], 0, ""), (["--target_language", ">>por<<"], 0, ""),
+                                 (["--target_language", "deu"], 2, "not a target language")):
+        result, _ = run([translate, "--model", model, "--max_output_tokens", "4", *flags], timeout, SENTENCES)
+        if result.returncode != code or mention not in result.stderr:
+            return f"multi-target {flags}: exit {result.returncode}, {result.stderr.strip()!r}"
+    return None
+
+
 def check_shape(name, make_args, tokenizer, args, work):
     hf_dir, model = os.path.join(work, name), os.path.join(work, name + ".glossa")
     result, _ = run([sys.executable, MAKE_SHAPE, *make_args, "--templates", args.templates, "--output", hf_dir],
@@ -53,12 +79,19 @@ def check_shape(name, make_args, tokenizer, args, work):
     if result.returncode:
         return f"glossa-make-shape failed: {result.stderr.strip()}"
     print(result.stdout.strip())
+    if name.endswith("multi-target"):
+        make_multi_target(hf_dir)
     result, convert_s = run([sys.executable, CONVERT, "--input", hf_dir, "--output", model], args.timeout)
     shutil.rmtree(hf_dir)
     if result.returncode:
         return f"glossa-convert failed: {result.stderr.strip()}"
     languages = LANGUAGES[tokenizer]
     flags = ["--source_language", languages[0], "--target_language", languages[1]] if languages else []
+    if name.endswith("multi-target"):
+        flags = ["--target_language", "fra"]
+        error = check_multi_target(args.translate, model, args.timeout)
+        if error:
+            return error
     base = [args.translate, "--model", model, "--max_output_tokens", "16", *flags]
     loads = []
     for _ in range(2):
@@ -93,7 +126,7 @@ def main(argv=None):
     if not os.path.isdir(os.path.join(args.templates, "opus-bible-nllb-es-en")):
         print(f"skipped: needs the shared models at {args.templates}")
         return SKIPPED
-    todo = {name: (make, name.split("-", 1)[1]) for name, make in TINY.items()} if args.tiny else {}
+    todo = ({name: (make, name.split("-")[1]) for name, make in TINY.items()} if args.tiny else {})
     for name in filter(None, args.shapes.split(",")):
         if name not in RELEASED:
             parser.error(f"unknown shape {name}; known: {', '.join(RELEASED)}")

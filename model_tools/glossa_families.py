@@ -312,12 +312,3 @@ def parse_tokenizer(model_dir, model_type, cfg, tok_cfg, vocab_size, ids, read_j
     blobs = {"tokenizer.source_spm": spm_bytes, "tokenizer.target_spm": spm_bytes}
     return tokenizer, 3, blobs, languages
 
-
-def check_forced_bos(gen_source, source_name, languages):
-    """forced_bos_token_id in the generation config must be a language token (it is only the
-    default that glossa-translate shows; requests name their target language)."""
-    forced = gen_source.get("forced_bos_token_id")
-    if forced is not None and forced not in {lang["id"] for lang in languages}:
-        raise FamilyError(f"{source_name}: unsupported forced_bos_token_id={json.dumps(forced)}: it is not "
-                          "one of the model's language tokens")
-    return next((lang["code"] for lang in languages if lang["id"] == forced), "")

@@ -47,6 +47,9 @@ ABSL_FLAG(int, repeat, 1,
           "Timed runs per configuration; the run with the median total time is "
           "reported (the lower middle one for an even count)");
 ABSL_FLAG(bool, warmup, true, "Translate a few sentences untimed before each configuration");
+ABSL_FLAG(std::string, source_language, "",
+          "Source language (multilingual models need both; see glossa-translate --help)");
+ABSL_FLAG(std::string, target_language, "", "Target language");
 
 namespace {
 
@@ -189,6 +192,8 @@ absl::StatusOr<Json> RunConfig(std::shared_ptr<const glossa::Model> model,
   glossa::TranslateOptions options;
   options.beam_size = config.beam_size;
   options.max_output_tokens = absl::GetFlag(FLAGS_max_output_tokens);
+  options.source_language = absl::GetFlag(FLAGS_source_language);
+  options.target_language = absl::GetFlag(FLAGS_target_language);
   if (auto resolved = translator.Resolve(options); !resolved.ok()) return resolved.status();
 
   const auto chunks = Chunks(sentences, static_cast<size_t>(config.batch_size));

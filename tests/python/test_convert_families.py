@@ -15,7 +15,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_convert import EXIT_REFUSED, SHARED, ConvertTestCase, run_convert  # noqa: E402
+from test_convert import SHARED, ConvertTestCase, run_convert  # noqa: E402
 import glossa_model  # noqa: E402  (test_convert put model_tools on the path)
 
 MODELS = os.path.join(SHARED, "models")

@@ -111,7 +111,13 @@ def sinusoidal_positions(num_rows, dim, padding_idx):
     """M2M100SinusoidalPositionalEmbedding.get_embedding, computed with torch as Hugging Face does
     (float32 throughout), so that every bit matches: sines in the first half, cosines in the
     second, a zero column for odd dim, row padding_idx zero."""
-    import torch  # the rounding of float32 exp/sin/cos must be PyTorch's
+    try:
+        import torch  # the rounding of float32 exp/sin/cos must be PyTorch's
+    except ImportError:
+        # numpy's float32 exp/sin/cos differ from PyTorch's in the last bits of ~10% of the values.
+        raise FamilyError("model_type m2m_100: the sinusoidal positions are computed with PyTorch, as "
+                          "Hugging Face computes them; run glossa-convert with a Python that has torch "
+                          "(Debian: python3-torch)") from None
 
     half_dim = dim // 2
     if half_dim < 2:

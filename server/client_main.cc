@@ -25,6 +25,11 @@ ABSL_FLAG(std::string, model, "", "Model name (empty: the server's only model)")
 ABSL_FLAG(int, beam_size, 0, "Beam size (0: the server's default; 1: greedy)");
 ABSL_FLAG(int, num_hypotheses, 0, "Hypotheses per text (n-best)");
 ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per text (0: the server's limit)");
+ABSL_FLAG(std::string, source_language, "",
+          "Language of the texts: the model's code (spa_Latn, es_XX, es) or ISO 639-1/639-3; "
+          "multilingual models need it");
+ABSL_FLAG(std::string, target_language, "",
+          "Language to translate into (as --source_language; Marian multi-target: >>fra<<)");
 ABSL_FLAG(bool, scores, false, "Print each hypothesis' score after a tab");
 ABSL_FLAG(bool, token_scores, false,
           "Print each hypothesis' per-token log-probabilities (space-separated) after a tab");
@@ -98,7 +103,8 @@ int List(v1::Translator::Stub& stub) {
     std::cout << m.name() << "\t" << m.source_language() << "->" << m.target_language() << "\t"
               << m.architecture() << " " << m.encoder_layers() << "+" << m.decoder_layers()
               << " layers, d_model " << m.d_model() << ", " << m.dtype() << ", vocab "
-              << m.source_vocab_size() << "\t" << m.path() << "\n";
+              << m.source_vocab_size() << "\t" << m.source_languages_size() << " source, "
+              << m.target_languages_size() << " target languages\n";
   }
   return 0;
 }
@@ -106,6 +112,8 @@ int List(v1::Translator::Stub& stub) {
 v1::TranslateRequest NewRequest() {
   v1::TranslateRequest request;
   request.set_model(absl::GetFlag(FLAGS_model));
+  request.set_source_language(absl::GetFlag(FLAGS_source_language));
+  request.set_target_language(absl::GetFlag(FLAGS_target_language));
   auto* o = request.mutable_options();
   o->set_beam_size(absl::GetFlag(FLAGS_beam_size));
   o->set_num_hypotheses(absl::GetFlag(FLAGS_num_hypotheses));

@@ -221,6 +221,13 @@ int main(int argc, char** argv) {
     std::cerr << "glossa-server: " << registry.status().message() << "\n";
     return 2;
   }
+  // The operators' view of what is served (ListModels no longer sends file paths to clients).
+  for (const auto& [name, entry] : (*registry)->models()) {
+    const glossa::ModelInfo& info = entry->model->info();
+    std::printf("glossa-server: model %s from %s (%s, %s, %zu languages)\n", name.c_str(),
+                entry->path.c_str(), info.config.architecture.c_str(), info.dtype.c_str(),
+                info.languages.size());
+  }
   glossa::server::RequestLimits limits;
   limits.max_text_bytes = absl::GetFlag(FLAGS_max_text_bytes);
   limits.max_text_tokens = absl::GetFlag(FLAGS_max_text_tokens);

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "glossa/internal/raw_request.pb.h"
+#include "text/languages.h"
+#include "text/tokenizer.h"
 #include "util/status_macros.h"
 
 namespace glossa::server {
@@ -47,6 +49,26 @@ absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
   t.target_prefix = o.target_prefix();
   t.token_scores = o.return_token_scores();
   return t;
+}
+
+// Language codes are short printable ASCII or UTF-8; anything else is refused before it reaches a
+// message (the codes are quoted in the errors that list a model's languages).
+absl::Status CheckLanguageField(const char* field, const std::string& value) {
+  constexpr size_t kMaxLanguageBytes = 64;
+  if (value.size() > kMaxLanguageBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is ", value.size(),
+                                                   " bytes long; language codes are at most ",
+                                                   kMaxLanguageBytes));
+  }
+  if (!IsValidUtf8(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is not valid UTF-8"));
+  }
+  for (unsigned char c : value) {
+    if (c < 0x20 || c == 0x7F) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " holds a control character"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -102,6 +124,10 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
     }
   }
   GLOSSA_ASSIGN_OR_RETURN(TranslateOptions options, ToOptions(request.options()));
+  GLOSSA_RETURN_IF_ERROR(CheckLanguageField("source_language", request.source_language()));
+  GLOSSA_RETURN_IF_ERROR(CheckLanguageField("target_language", request.target_language()));
+  options.source_language = request.source_language();
+  options.target_language = request.target_language();
   GLOSSA_ASSIGN_OR_RETURN(p.search, p.model->engine->Resolve(options));
   p.return_scores = request.options().return_scores();
   p.deterministic =
@@ -119,9 +145,14 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
           "priority ", request.priority(), " is not one of PRIORITY_UNSPECIFIED (0), "
           "PRIORITY_INTERACTIVE (1), PRIORITY_BATCH (2)"));
   }
+  const Model& model = *p.model->model;
+  GLOSSA_ASSIGN_OR_RETURN(const LanguagePair languages,
+                          ResolveLanguages(model.info(), model.tokenizer(), options.source_language,
+                                           options.target_language));
   std::vector<std::string> texts(request.texts().begin(), request.texts().end());
-  GLOSSA_ASSIGN_OR_RETURN(p.sources,
-                          TokenizeTexts(*p.model->model, texts, limits.max_text_tokens));
+  GLOSSA_ASSIGN_OR_RETURN(p.sources, TokenizeTexts(model, texts, limits.max_text_tokens,
+                                                   languages.source_token));
+  p.source_token = languages.source_token;
   return p;
 }
 

@@ -25,6 +25,7 @@ struct PreparedRequest {
   bool return_scores = false;
   // False for sampling without a seed (the engine draws one): nothing to cache.
   bool deterministic = true;
+  int source_token = -1;  // the source language token of multilingual models (-1: none)
 };
 
 // Parses a glossa.v1.TranslateRequest from its wire bytes. It goes through

@@ -19,6 +19,7 @@ uint32_t Bits(float v) {
 // Every resolved option that changes what the engine computes (floats by their bits).
 std::string OptionsKey(const SearchOptions& s) {
   std::string key = absl::StrCat(
+      s.forced_bos_id, ",",
       s.beam_size, ",", s.num_hypotheses, ",", s.max_new_tokens, ",", Bits(s.length_penalty), ",",
       s.early_stopping, ",", Bits(s.sampling.temperature), ",", s.sampling.top_k, ",",
       Bits(s.sampling.top_p), ",", s.sampling.seed, ",", Bits(s.repetition_penalty), ",",
@@ -85,7 +86,8 @@ ResultCache::Stats ResultCache::stats() const {
 
 std::string CacheKey(const PreparedRequest& p, const std::string& text) {
   if (!p.deterministic) return "";
-  return absl::StrCat(p.model->name, std::string(1, '\0'), OptionsKey(p.search),
+  return absl::StrCat(p.model->name, std::string(1, '\0'), p.source_token, ",",
+                      OptionsKey(p.search),
                       std::string(1, '\0'), text);
 }
 

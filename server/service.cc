@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "server/status_util.h"
+#include "text/languages.h"
 
 namespace glossa::server {
 namespace {
@@ -340,9 +341,13 @@ absl::StatusOr<v1::ListModelsResponse> TranslatorService::ListModels(
     const ModelConfig& c = info.config;
     v1::ModelInfo* m = response.add_models();
     m->set_name(name);
-    m->set_path(entry->path);
+    // The file path stays on the server (its log names it at startup): clients get the name.
     m->set_source_language(info.source_language);
     m->set_target_language(info.target_language);
+    for (const std::string& code : SourceLanguages(info)) m->add_source_languages(code);
+    for (const std::string& code : TargetLanguages(info, entry->model->tokenizer())) {
+      m->add_target_languages(code);
+    }
     m->set_architecture(c.architecture);
     m->set_dtype(info.dtype);
     m->set_source_vocab_size(c.source_vocab_size);

@@ -21,6 +21,12 @@ ABSL_FLAG(std::string, model, "", "Glossa model file (made by model_tools/glossa
 ABSL_FLAG(std::string, input, "", "Input file, one sentence per line (default: stdin)");
 ABSL_FLAG(std::string, output, "", "Output file (default: stdout)");
 ABSL_FLAG(int, beam_size, 0, "Beam size; 1 = greedy; 0 = the default (4)");
+ABSL_FLAG(std::string, source_language, "",
+          "Language of the input: the model's code (spa_Latn, es_XX, es) or an ISO 639-1/639-3 "
+          "code naming one of its languages; multilingual models need it");
+ABSL_FLAG(std::string, target_language, "",
+          "Language to translate into (as --source_language; Marian multi-target models: its "
+          ">>fra<< token); multilingual models need it");
 ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per sentence, end-of-sentence "
           "included; 0 = the model's limit");
 ABSL_FLAG(int, num_hypotheses, 1, "Hypotheses per sentence (n-best, <= beam_size); with more "
@@ -101,6 +107,8 @@ int main(int argc, char** argv) {
   opts.beam_size = absl::GetFlag(FLAGS_beam_size);
   opts.max_output_tokens = absl::GetFlag(FLAGS_max_output_tokens);
   opts.num_hypotheses = absl::GetFlag(FLAGS_num_hypotheses);
+  opts.source_language = absl::GetFlag(FLAGS_source_language);
+  opts.target_language = absl::GetFlag(FLAGS_target_language);
   if (absl::GetFlag(FLAGS_length_penalty) > -1000) {
     opts.length_penalty = static_cast<float>(absl::GetFlag(FLAGS_length_penalty));
   }

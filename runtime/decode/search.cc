@@ -105,7 +105,9 @@ void Search::BanRepeatedNgrams(const Beam& beam, float* row) const {
 
 void Search::Advance(float* logits) {
   if (done_) return;
-  if (step_ < prefix_length()) {
+  if (ForcedBosStep()) {
+    AdvanceForcedBos(logits);
+  } else if (step_ < prefix_length()) {
     AdvancePrefix(logits);
   } else if (options_.beam_size == 1) {
     AdvanceGreedy(logits);
@@ -124,6 +126,23 @@ void Search::AdvancePrefix(float* row) {
   }
   beam.tokens.push_back(token);
   ++step_;
+}
+
+void Search::AdvanceForcedBos(const float* row) {
+  Beam& beam = beams_[0];
+  const int token = options_.forced_bos_id;
+  if (options_.token_scores) {  // the model's own log-probability of the forced token
+    const ops::LogSumExp lse = ops::ComputeLogSumExp(row, vocab_.vocab_size);
+    beam.token_scores.push_back((row[token] - lse.max) - lse.log_sum);
+  }
+  beam.tokens.push_back(token);
+  active_ = 1;
+  ++step_;
+  // Hugging Face checks the length limit after the token is added, as for any other token.
+  if (token == vocab_.eos_id || new_tokens() >= options_.max_new_tokens) {
+    AddFinished(beam, -1, 0.0f, beam.score, options_.beam_size == 1 ? 0 : new_tokens());
+    done_ = true;
+  }
 }
 
 void Search::AdvanceGreedy(float* row) {

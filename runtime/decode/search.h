@@ -9,6 +9,10 @@
 //   - at the length limit the running beams join the finished ones.
 // Greedy takes the argmax of the processed logits; its score is the sum of the chosen tokens'
 // log-probabilities (the forced EOS counting 0).
+// A forced first token (forced_bos_id: the target language of M2M100, NLLB and mBART-50) is
+// Hugging Face's ForcedBOSTokenLogitsProcessor: at step 0 every other id is -inf and it is 0, so
+// it costs nothing, counts in the length, and beam search continues from that one hypothesis
+// (Hugging Face's other initial beams carry -1e9 and never win a place).
 //
 // Decoding controls (SearchOptions), as Hugging Face's logits processors, in its order:
 // repetition penalty, no-repeat n-grams, banned ids, minimum new tokens, forced EOS. Greedy and
@@ -57,6 +61,7 @@ struct SearchOptions {
   float length_penalty = 1.0f;
   bool early_stopping = false;
   int num_hypotheses = 1;  // <= beam_size
+  int forced_bos_id = -1;  // the first generated token, -1 for none (per request)
   SamplingOptions sampling;
   float repetition_penalty = 1.0f;  // 1: off; > 1 discourages tokens already in the output
   int no_repeat_ngram_size = 0;     // 0: off
@@ -137,6 +142,9 @@ class Search {
   bool ForcedStep() const {
     return vocab_.forced_eos_id >= 0 && new_tokens() == options_.max_new_tokens - 1;
   }
+  bool ForcedBosStep() const { return options_.forced_bos_id >= 0 && step_ == 0; }
+  // Step 0 with a forced first token: the one hypothesis takes it at no cost.
+  void AdvanceForcedBos(const float* row);
   bool Banned(int id) const;
   void ApplyProcessors(float* row) const;
   // The decoding controls on one beam's row (raw logits, or log-probabilities for beam search).

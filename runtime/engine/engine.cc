@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "text/languages.h"
 #include "util/status_macros.h"
 #include "util/threads.h"
 
@@ -156,7 +157,17 @@ absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
                                                    " exceeds beam_size ", s.beam_size,
                                                    ": ask for at most beam_size hypotheses"));
   }
+  GLOSSA_ASSIGN_OR_RETURN(const LanguagePair languages,
+                          ResolveLanguages(model_->info(), model_->tokenizer(), o.source_language,
+                                           o.target_language));
+  s.forced_bos_id = languages.forced_bos_id;
   GLOSSA_ASSIGN_OR_RETURN(s.prefix, EncodePrefix(o.target_prefix));
+  if (s.forced_bos_id >= 0 && !s.prefix.empty()) {
+    // The target language token, then the prefix: Hugging Face's decoder_input_ids would be
+    // [decoder start, language, prefix...] (its forced-BOS processor acts at position 1 only).
+    s.prefix.insert(s.prefix.begin(), s.forced_bos_id);
+    s.forced_bos_id = -1;
+  }
   // The prefix and the new tokens share the model's positions.
   const int room = options_.max_output_tokens - static_cast<int>(s.prefix.size());
   s.max_new_tokens = o.max_output_tokens > 0 ? o.max_output_tokens : room;
@@ -204,7 +215,8 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
   }
   const SearchOptions& s = job->search;
   if (s.beam_size < 1 || s.beam_size > options_.max_beam_size || s.max_new_tokens < 1 ||
-      s.positions() > options_.max_output_tokens || s.num_hypotheses > s.beam_size) {
+      s.positions() > options_.max_output_tokens || s.num_hypotheses > s.beam_size ||
+      s.forced_bos_id >= c.target_vocab_size) {
     return absl::InvalidArgumentError("search options out of range (see Engine::Resolve)");
   }
   if (KvBlocksFor(s) > kv_budget_blocks_) {

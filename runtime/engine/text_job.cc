@@ -5,14 +5,14 @@
 namespace glossa {
 
 absl::StatusOr<TextSources> TokenizeTexts(const Model& model, const std::vector<std::string>& texts,
-                                          int max_tokens) {
+                                          int max_tokens, int language_token) {
   const int limit = max_tokens > 0 ? std::min(max_tokens, model.config().max_positions)
                                    : model.config().max_positions;
   TextSources out;
   out.num_texts = texts.size();
   for (size_t i = 0; i < texts.size(); ++i) {
     if (texts[i].empty()) continue;
-    auto ids = model.tokenizer().EncodeSource(texts[i]);
+    auto ids = model.tokenizer().EncodeSource(texts[i], language_token);
     if (!ids.ok()) {
       return absl::Status(ids.status().code(),
                           absl::StrCat("text ", i, ": ", ids.status().message()));

@@ -30,9 +30,10 @@ struct TextSources {
 };
 
 // INVALID_ARGUMENT names the text (by index) that is not UTF-8 or has more than max_tokens
-// tokens (0: the model's limit).
+// tokens (0: the model's limit). language_token (>= 0): the source's language token
+// (LanguagePair::source_token), placed where the model's tokenizer puts it.
 absl::StatusOr<TextSources> TokenizeTexts(const Model& model, const std::vector<std::string>& texts,
-                                          int max_tokens = 0);
+                                          int max_tokens = 0, int language_token = -1);
 
 // One Translation per text, in order; empty texts get one empty hypothesis.
 std::vector<Translation> DetokenizeResults(const Model& model, const TextSources& sources,

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "text/languages.h"
 #include "util/status_macros.h"
 
 namespace glossa {
@@ -65,7 +66,11 @@ absl::StatusOr<std::vector<std::vector<Hypothesis>>> Translator::TranslateIds(
 
 absl::StatusOr<std::vector<Translation>> Translator::Translate(
     const std::vector<std::string>& texts, const TranslateOptions& options) const {
-  GLOSSA_ASSIGN_OR_RETURN(TextSources sources, TokenizeTexts(*model_, texts));
+  GLOSSA_ASSIGN_OR_RETURN(const LanguagePair languages,
+                          ResolveLanguages(model_->info(), model_->tokenizer(),
+                                           options.source_language, options.target_language));
+  GLOSSA_ASSIGN_OR_RETURN(TextSources sources,
+                          TokenizeTexts(*model_, texts, 0, languages.source_token));
   GLOSSA_ASSIGN_OR_RETURN(auto hyps, TranslateIds(sources.sources, options));
   return DetokenizeResults(*model_, sources, std::move(hyps));
 }

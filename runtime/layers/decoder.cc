@@ -82,7 +82,7 @@ void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float
   s.positions.resize(n);
   for (int64_t r = 0; r < n; ++r) {
     s.ids[r] = rows[r].token;
-    s.positions[r] = rows[r].position;
+    s.positions[r] = PositionRow(config_, rows[r].token, rows[r].position);
     max_keys = std::max({max_keys, rows[r].position + 1,
                          rows[r].source_batch->lengths[rows[r].source]});
   }

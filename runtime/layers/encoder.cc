@@ -22,9 +22,11 @@ std::shared_ptr<EncodedBatch> Encoder::Encode(const std::vector<std::vector<int>
     batch->offsets.push_back(static_cast<int>(ids.size()));
     batch->lengths.push_back(static_cast<int>(src.size()));
     max_len = std::max(max_len, static_cast<int>(src.size()));
-    for (size_t i = 0; i < src.size(); ++i) {
-      ids.push_back(src[i]);
-      positions.push_back(static_cast<int>(i));
+    int non_pad = 0;  // fairseq's make_positions: pad tokens do not advance the positions
+    for (int id : src) {
+      ids.push_back(id);
+      positions.push_back(PositionRow(config_, id, non_pad));
+      if (!(config_.positions_from_pad && id == config_.pad_id)) ++non_pad;
     }
   }
   const int64_t n = static_cast<int64_t>(ids.size());

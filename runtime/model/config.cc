@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
 
 namespace glossa {
 namespace {
@@ -40,6 +41,29 @@ absl::Status CheckPositive(const char* key, int value) {
   return absl::InvalidArgumentError(absl::StrCat("config.", key, " must be positive, got ", value));
 }
 
+// header.tokenizer.languages: [{code, token, id, iso639_1, iso639_3}], multilingual models only.
+absl::Status ParseLanguages(const nlohmann::json& header, const ModelConfig& m,
+                            std::vector<LanguageCode>& out) {
+  const nlohmann::json tokenizer = header.value("tokenizer", nlohmann::json::object());
+  if (!tokenizer.is_object() || !tokenizer.contains("languages")) return absl::OkStatus();
+  for (const nlohmann::json& l : tokenizer.at("languages")) {
+    LanguageCode code;
+    code.code = l.at("code").get<std::string>();
+    code.token = l.at("token").get<std::string>();
+    code.id = GetInt(l.at("id"));
+    code.iso639_1 = l.value("iso639_1", "");
+    code.iso639_3 = l.value("iso639_3", "");
+    if (code.code.empty() || code.id < 0 || code.id >= m.source_vocab_size ||
+        code.id >= m.target_vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer.languages: language '", code.code,
+                                                     "' has id ", code.id,
+                                                     ", outside the vocabulary"));
+    }
+    out.push_back(std::move(code));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ModelInfo> Parse(const nlohmann::json& header) {
   ModelInfo info;
   info.name = header.value("name", "");
@@ -49,9 +73,9 @@ absl::StatusOr<ModelInfo> Parse(const nlohmann::json& header) {
   const nlohmann::json& c = header.at("config");
   ModelConfig& m = info.config;
   m.architecture = c.at("architecture").get<std::string>();
-  if (m.architecture != "marian") {
+  if (m.architecture != "marian" && m.architecture != "m2m_100" && m.architecture != "mbart") {
     return absl::UnimplementedError(absl::StrCat("config.architecture '", m.architecture,
-                                                 "' is not supported (only 'marian')"));
+                                                 "' is not supported (marian, m2m_100, mbart)"));
   }
   m.d_model = GetInt(c.at("d_model"));
   m.encoder_layers = GetInt(c.at("encoder_layers"));
@@ -69,6 +93,8 @@ absl::StatusOr<ModelInfo> Parse(const nlohmann::json& header) {
   m.scale_embedding = c.value("scale_embedding", false);
   m.layer_norm_eps = c.value("layer_norm_eps", 1e-5f);
   m.max_positions = GetInt(c.at("max_position_embeddings"));
+  m.position_offset = c.contains("position_offset") ? GetInt(c["position_offset"]) : 0;
+  m.positions_from_pad = c.value("positions_from_pad", false);
   m.source_vocab_size = GetInt(c.at("source_vocab_size"));
   m.target_vocab_size = GetInt(c.at("target_vocab_size"));
   m.shared_vocab = c.value("shared_vocab", true);
@@ -111,9 +137,16 @@ absl::StatusOr<ModelInfo> Parse(const nlohmann::json& header) {
                                                      ", outside the target vocabulary"));
     }
   }
+  if (m.position_offset < 0 || m.position_offset > 1024 ||
+      (m.positions_from_pad && m.pad_id >= m.position_offset)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.position_offset ", m.position_offset,
+        " is outside [0, 1024] (or not past pad_id with positions_from_pad)"));
+  }
   if (m.unk_id < 0 || m.unk_id >= m.source_vocab_size) {
     return absl::InvalidArgumentError("config.unk_id is outside the source vocabulary");
   }
+  GLOSSA_RETURN_IF_ERROR(ParseLanguages(header, m, info.languages));
   GenerationDefaults& g = info.generation;
   const nlohmann::json gen = header.value("generation", nlohmann::json::object());
   const auto int_or = [&gen](const char* key, int fallback) {

@@ -12,7 +12,7 @@
 namespace glossa {
 
 struct ModelConfig {
-  std::string architecture;  // "marian"
+  std::string architecture;  // "marian", "m2m_100" (M2M100, NLLB-200) or "mbart" (mBART-50)
   int d_model = 0;
   int encoder_layers = 0;
   int decoder_layers = 0;
@@ -27,6 +27,12 @@ struct ModelConfig {
   bool scale_embedding = true;       // token embeddings times sqrt(d_model)
   float layer_norm_eps = 1e-5f;
   int max_positions = 0;
+  // Position t of a sequence reads row t + position_offset of embed_positions
+  // ([max_positions + position_offset, d_model]): 0 for Marian, padding_idx + 1 for M2M100, 2 for
+  // mBART. With positions_from_pad (M2M100), a pad token reads row pad_id (all zeros) and does not
+  // advance the positions of the tokens after it (fairseq's make_positions).
+  int position_offset = 0;
+  bool positions_from_pad = false;
   int source_vocab_size = 0;
   int target_vocab_size = 0;
   bool shared_vocab = true;
@@ -37,6 +43,12 @@ struct ModelConfig {
   std::vector<int> banned_ids;  // single-token bad_words_ids: never generated
 };
 
+// The row of embed_positions that `token` at `position` (its index among the sequence's non-pad
+// tokens) reads.
+inline int PositionRow(const ModelConfig& c, int token, int position) {
+  return c.positions_from_pad && token == c.pad_id ? c.pad_id : position + c.position_offset;
+}
+
 struct GenerationDefaults {
   int num_beams = 4;
   int max_length = 512;  // Hugging Face's max_length: decoder start token included
@@ -45,10 +57,19 @@ struct GenerationDefaults {
   int forced_eos_id = -1;  // forced at the last allowed step, -1 for none
 };
 
+// A language of a multilingual model: the token that selects it and the codes that name it.
+struct LanguageCode {
+  std::string code;   // the model's own form: "spa_Latn", "es_XX", "es"
+  std::string token;  // its vocabulary token: "spa_Latn", "es_XX", "__es__"
+  int id = 0;         // the token's id
+  std::string iso639_1, iso639_3;  // aliases a request may use ("" when there is none)
+};
+
 struct ModelInfo {
   std::string name;
-  std::string source_language;
+  std::string source_language;  // bilingual models; empty for multilingual ones
   std::string target_language;
+  std::vector<LanguageCode> languages;  // multilingual models: sources and targets alike
   std::string dtype;
   ModelConfig config;
   GenerationDefaults generation;

@@ -75,8 +75,10 @@ class Finder {
     StackWeights s;
     GLOSSA_ASSIGN_OR_RETURN(s.embed_tokens,
                             file_.FloatTensor(prefix + ".embed_tokens.weight", {vocab, d_}));
-    GLOSSA_ASSIGN_OR_RETURN(s.embed_positions, file_.FloatTensor(prefix + ".embed_positions.weight",
-                                                                 {c.max_positions, d_}));
+    GLOSSA_ASSIGN_OR_RETURN(
+        s.embed_positions,
+        file_.FloatTensor(prefix + ".embed_positions.weight",
+                          {int64_t{c.max_positions} + c.position_offset, d_}));
     if (c.layernorm_embedding) {
       GLOSSA_ASSIGN_OR_RETURN(s.embedding_norm, Norm(prefix + ".layernorm_embedding"));
     }

@@ -42,7 +42,7 @@ struct DecoderLayerWeights {
 
 struct StackWeights {
   const float* embed_tokens = nullptr;     // [vocab, d_model]
-  const float* embed_positions = nullptr;  // [max_positions, d_model]
+  const float* embed_positions = nullptr;  // [max_positions + position_offset, d_model]
   LayerNormWeights embedding_norm;         // when config.layernorm_embedding
   LayerNormWeights final_norm;             // when config.final_layer_norm
 };

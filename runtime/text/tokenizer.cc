@@ -1,6 +1,9 @@
 #include "text/tokenizer.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "util/status_macros.h"
@@ -61,22 +64,49 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const ModelFile& file
   t->unk_id_ = config.unk_id;
   t->eos_id_ = config.eos_id;
   t->special_target_.assign(t->target_vocab_.size(), false);
-  for (int id : {config.pad_id, config.eos_id, config.unk_id}) {
+  std::vector<int> special = {config.pad_id, config.eos_id, config.unk_id};
+  try {
+    for (const auto& id : tokenizer.value("special_ids", nlohmann::json::array())) {
+      special.push_back(id.get<int>());
+    }
+    t->language_after_eos_ = tokenizer.value("source_language_position", "prefix") == "suffix";
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("model header: bad tokenizer entry: ", e.what()));
+  }
+  for (int id : special) {
     if (id >= 0 && id < static_cast<int>(t->target_vocab_.size())) t->special_target_[id] = true;
+  }
+  if (config.architecture == "marian") {
+    // MarianTokenizer keeps a leading ">>xxx<<" whole: multi-target models choose the target
+    // language with it.
+    for (const auto& [piece, id] : t->source_ids_) {
+      if (piece.size() > 4 && absl::StartsWith(piece, ">>") && absl::EndsWith(piece, "<<")) {
+        t->target_prefix_tokens_.push_back(piece);
+      }
+    }
+    std::sort(t->target_prefix_tokens_.begin(), t->target_prefix_tokens_.end());
   }
   return t;
 }
 
-absl::StatusOr<std::vector<int>> Tokenizer::EncodeSource(absl::string_view text) const {
+int Tokenizer::SourceId(const std::string& piece) const {
+  auto it = source_ids_.find(piece);
+  return it == source_ids_.end() ? -1 : it->second;
+}
+
+absl::StatusOr<std::vector<int>> Tokenizer::EncodeSource(absl::string_view text,
+                                                         int language_id) const {
   if (!IsValidUtf8(text)) {
     return absl::InvalidArgumentError("text is not valid UTF-8: send UTF-8 encoded text");
   }
   std::vector<int> ids;
+  if (language_id >= 0 && !language_after_eos_) ids.push_back(language_id);
   for (const std::string& piece : source_spm_->Encode(std::string_view(text.data(), text.size()))) {
     auto it = source_ids_.find(piece);
     ids.push_back(it == source_ids_.end() ? unk_id_ : it->second);
   }
   ids.push_back(eos_id_);
+  if (language_id >= 0 && language_after_eos_) ids.push_back(language_id);
   return ids;
 }
 

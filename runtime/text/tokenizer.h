@@ -1,7 +1,10 @@
-// Marian's tokenization, as Hugging Face's MarianTokenizer does it: the source SentencePiece
-// model splits text into pieces, the vocabulary maps pieces to ids (unknown pieces -> <unk>),
-// and </s> ends the source. Target ids map back to pieces, special ids (pad, eos, unk) are
-// skipped, the target SentencePiece model joins the pieces, and the text is stripped.
+// Tokenization as Hugging Face's MarianTokenizer, M2M100Tokenizer, NllbTokenizer and
+// MBart50Tokenizer do it: the source SentencePiece model splits text into pieces, the vocabulary
+// maps pieces to ids (unknown pieces -> <unk>), and </s> ends the source; a language token goes
+// before the text (M2M100, NLLB, mBART-50, and Marian multi-target's ">>fra<<") or after the </s>
+// (NLLB with legacy_behaviour). Target ids map back to pieces, special ids (pad, eos, unk and,
+// from the model file, bos, mask and the language tokens) are skipped, the target SentencePiece
+// model joins the pieces, and the text is stripped.
 #ifndef GLOSSA_RUNTIME_TEXT_TOKENIZER_H_
 #define GLOSSA_RUNTIME_TEXT_TOKENIZER_H_
 
@@ -23,8 +26,14 @@ class Tokenizer {
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const ModelFile& file,
                                                          const ModelConfig& config);
 
-  // Source ids ending with </s>. INVALID_ARGUMENT for text that is not valid UTF-8.
-  absl::StatusOr<std::vector<int>> EncodeSource(absl::string_view text) const;
+  // Source ids ending with </s>, with the language token `language_id` (>= 0) in its place.
+  // INVALID_ARGUMENT for text that is not valid UTF-8.
+  absl::StatusOr<std::vector<int>> EncodeSource(absl::string_view text,
+                                                int language_id = -1) const;
+  // The id of a source piece, -1 when the vocabulary has no such piece.
+  int SourceId(const std::string& piece) const;
+  // Marian multi-target models: the target language tokens (">>fra<<") of the vocabulary.
+  const std::vector<std::string>& target_prefix_tokens() const { return target_prefix_tokens_; }
   // Target ids of target-language text, without </s> (a target prefix), as MarianTokenizer's
   // text_target encoding with add_special_tokens=False. INVALID_ARGUMENT when not UTF-8.
   absl::StatusOr<std::vector<int>> EncodeTarget(absl::string_view text) const;
@@ -39,6 +48,8 @@ class Tokenizer {
   absl::flat_hash_map<std::string, int> source_ids_, target_ids_;
   std::vector<std::string> target_vocab_;
   std::vector<bool> special_target_;
+  std::vector<std::string> target_prefix_tokens_;
+  bool language_after_eos_ = false;  // NLLB legacy_behaviour
   int unk_id_ = 0;
   int eos_id_ = 0;
 };

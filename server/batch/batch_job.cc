@@ -219,8 +219,8 @@ int Job::Preflight() {
     return kExitStopped;
   }
   Log(absl::StrCat("the servers refuse the job: ", why,
-                   " (check --model, --beam_size, "
-                   "--max_output_tokens, --texts_per_request); nothing was written"));
+                   " (check --model, --source_language, "
+                   "--target_language, --beam_size, --max_output_tokens, --texts_per_request); nothing was written"));
   return kExitUsage;
 }
 

@@ -49,6 +49,12 @@ ABSL_FLAG(std::string, priority, "batch",
           "Admission lane of the job's requests: batch (PRIORITY_BATCH: admitted after "
           "interactive requests, in the capacity they leave) or interactive");
 ABSL_FLAG(int, beam_size, 0, "Beam size (0: the server's default; 1: greedy)");
+ABSL_FLAG(std::string, source_language, "",
+          "Language of the segments: the model's code (spa_Latn, es_XX, es) or ISO 639-1/639-3; "
+          "multilingual models need it. Recorded in the journal");
+ABSL_FLAG(std::string, target_language, "",
+          "Language to translate into (as --source_language; Marian multi-target: >>fra<<). "
+          "Recorded in the journal");
 ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per segment (0: the server's limit)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300), "Deadline of each request");
 ABSL_FLAG(int, max_attempts, 10,
@@ -162,6 +168,11 @@ glossa::batch::JobOptions JobFromFlags(std::string* error) {
   }
   if (controls.min_output_tokens != 0) o.settings["min_output_tokens"] = controls.min_output_tokens;
   if (!controls.target_prefix.empty()) o.settings["target_prefix"] = controls.target_prefix;
+  // Only when given, so that the journals of jobs without languages stay as they were.
+  for (const auto& [key, value] : {std::pair{"source_language", absl::GetFlag(FLAGS_source_language)},
+                                   {"target_language", absl::GetFlag(FLAGS_target_language)}}) {
+    if (!value.empty()) o.settings[key] = value;
+  }
   *error = Validate(o);
   return o;
 }
@@ -169,6 +180,8 @@ glossa::batch::JobOptions JobFromFlags(std::string* error) {
 glossa::batch::ClientOptions ClientFromFlags() {
   glossa::batch::ClientOptions c;
   c.model = absl::GetFlag(FLAGS_model);
+  c.source_language = absl::GetFlag(FLAGS_source_language);
+  c.target_language = absl::GetFlag(FLAGS_target_language);
   c.decoding.set_beam_size(absl::GetFlag(FLAGS_beam_size));
   c.decoding.set_max_output_tokens(absl::GetFlag(FLAGS_max_output_tokens));
   c.priority = absl::GetFlag(FLAGS_priority) == "batch" ? glossa::v1::PRIORITY_BATCH

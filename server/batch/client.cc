@@ -103,6 +103,8 @@ grpc::Status TranslatorClient::Translate(const std::vector<std::string>& texts,
                                          absl::string_view what, std::vector<TranslatedText>* out) {
   v1::TranslateRequest request;
   request.set_model(options_.model);
+  request.set_source_language(options_.source_language);
+  request.set_target_language(options_.target_language);
   *request.mutable_options() = options_.decoding;
   request.set_priority(options_.priority);
   for (const std::string& text : texts) request.add_texts(text);

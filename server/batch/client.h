@@ -48,6 +48,7 @@ std::vector<std::string> SplitTargets(absl::string_view servers);
 
 struct ClientOptions {
   std::string model;
+  std::string source_language, target_language;  // TranslateRequest's, empty: not sent
   glossa::v1::DecodingOptions decoding;
   glossa::v1::Priority priority = glossa::v1::PRIORITY_BATCH;
   absl::Duration timeout = absl::Seconds(300);  // deadline of each call

@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, controls, "none",
           "no_repeat_ngram_size (3), min_output_tokens (20), target_prefix ('And'), token_scores, "
           "or all (every one at once)");
 ABSL_FLAG(bool, warmup, true, "Translate a few sentences untimed before each configuration");
+ABSL_FLAG(std::string, source_language, "",
+          "Source language (multilingual models need both; see glossa-translate --help)");
+ABSL_FLAG(std::string, target_language, "", "Target language");
 
 namespace {
 
@@ -212,6 +215,8 @@ absl::StatusOr<Json> RunConfig(std::shared_ptr<const glossa::Model> model,
   glossa::TranslateOptions options;
   options.beam_size = config.beam_size;
   options.max_output_tokens = absl::GetFlag(FLAGS_max_output_tokens);
+  options.source_language = absl::GetFlag(FLAGS_source_language);
+  options.target_language = absl::GetFlag(FLAGS_target_language);
   if (absl::Status s = ApplyControls(config.controls, options); !s.ok()) return s;
   if (auto resolved = translator.Resolve(options); !resolved.ok()) return resolved.status();
 

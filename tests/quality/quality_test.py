@@ -16,7 +16,8 @@ and checks, per variant and decoding mode:
     int8; for int8_fast at least 80%, a regression floor only: with one u8 code per input value
     it reaches 84-88% on this model (int8 carries a second code for the rounding residual and
     agrees as often as weights quantized alone do), and the test prints its gap to 90% as a
-    warning;
+    warning; for the family models (--model opus-bible-*), int8 at least 85% and int8_fast 75%
+    (floors under what they measure, 86-91% and 78-87%; below 90% is a warning);
   - corpus BLEU (sacreBLEU's default: 13a, exp smoothing; model_tools/bleu.py) against
     ../shared/corpus/dev.en is within 0.5 of float32's;
   - the --dtype file and --compute_type of the float32 file give identical outputs (int8 and
@@ -26,6 +27,11 @@ and checks, per variant and decoding mode:
 It prints a table (variant, mode, lines identical to float32, BLEU, difference, seconds).
 
     quality_test.py --translate build/glossa-translate [--variants float32,int8] [--modes greedy]
+        [--model opus-bible-nllb-es-en]
+
+--model picks the shared model (default: the Marian one); the multilingual families
+(opus-bible-{m2m100,nllb,mbart50}-es-en) are translated es -> en with their language codes and
+their own length limit, and compared with their own golden outputs (golden/<model>/*.hyp).
 
 Exit status: 0 passed, 1 failed, 77 skipped (no shared data).
 """
@@ -44,6 +50,17 @@ import bleu  # noqa: E402
 
 SKIPPED = 77
 MODEL_NAME = "opus-mt-es-en-bible"
+# shared model -> (glossa-translate options, golden folder under golden/, --max_output_tokens)
+MODELS = {
+    MODEL_NAME: ([], "", 256),  # as the golden outputs (max_new_tokens=256)
+    # generation_config max_length 200 (the decoder start counted): the model's own limit, 199
+    "opus-bible-m2m100-es-en": (["--source_language", "es", "--target_language", "en"],
+                                "opus-bible-m2m100-es-en", 0),
+    "opus-bible-nllb-es-en": (["--source_language", "spa_Latn", "--target_language", "eng_Latn"],
+                              "opus-bible-nllb-es-en", 0),
+    "opus-bible-mbart50-es-en": (["--source_language", "es_XX", "--target_language", "en_XX"],
+                                 "opus-bible-mbart50-es-en", 0),
+}
 
 # variant -> (model file made by glossa-convert with these options, glossa-translate options)
 VARIANTS = {
@@ -62,11 +79,15 @@ MODES = {"greedy": 1, "beam4": 4}
 TARGET_AGREEMENT = 0.90  # issue #7
 
 
-def min_agreement(variant):
+def min_agreement(variant, model=MODEL_NAME):
     """The share of lines identical to float32 the test insists on (see the docstring)."""
+    if model != MODEL_NAME and variant.startswith("int8"):
+        # The small family models (10 CPU-minutes of fine-tuning) are more sensitive to int8:
+        # measured 86-91% for int8 and 78-87% for int8_fast (BLEU within 0.25 of float32). These
+        # are regression floors; below issue #7's 90% the test warns.
+        return 0.75 if variant.startswith("int8_fast") else 0.85
     return 0.80 if variant.startswith("int8_fast") else TARGET_AGREEMENT
 MAX_BLEU_DIFFERENCE = 0.5
-MAX_OUTPUT_TOKENS = 256  # as the golden outputs (max_new_tokens=256)
 
 
 def read_lines(path):
@@ -109,6 +130,8 @@ def main(argv=None):
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"comma-separated, from {', '.join(VARIANTS)} (float32 is always run)")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {', '.join(MODES)}")
+    parser.add_argument("--model", default=MODEL_NAME, choices=list(MODELS),
+                        help="the shared model to evaluate (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=1, help="glossa-translate --threads")
     parser.add_argument("--work_dir", help="keep the model files and outputs here (default: a temporary "
                                            "directory, removed)")
@@ -122,11 +145,12 @@ def main(argv=None):
         if unknown:
             parser.error(f"unknown {', '.join(unknown)}; known: {', '.join(known)}")
 
-    model_dir = os.path.join(args.shared, "models", MODEL_NAME)
+    model_dir = os.path.join(args.shared, "models", args.model)
+    golden_dir = os.path.join(args.shared, "golden", MODELS[args.model][1])
     paths = {"sources": os.path.join(args.shared, "golden", "dev.es"),
              "corpus sources": os.path.join(args.shared, "corpus", "dev.es"),
              "references": os.path.join(args.shared, "corpus", "dev.en")}
-    paths.update({f"golden {mode}": os.path.join(args.shared, "golden", f"{mode}.hyp") for mode in modes})
+    paths.update({f"golden {mode}": os.path.join(golden_dir, f"{mode}.hyp") for mode in modes})
     missing = [p for p in [model_dir] + list(paths.values()) if not os.path.exists(p)]
     if missing:
         print(f"skipped: needs the shared data ({', '.join(missing)} not found; --shared or "
@@ -139,7 +163,7 @@ def main(argv=None):
     sources = read_lines(paths["sources"])
     references, alignment = references_for(sources, read_lines(paths["corpus sources"]),
                                            read_lines(paths["references"]))
-    print(f"{len(sources)} sentences; references: corpus/dev.en, {alignment}")
+    print(f"{args.model}: {len(sources)} sentences; references: corpus/dev.en, {alignment}")
 
     work = args.work_dir or tempfile.mkdtemp(prefix="glossa-quality-")
     os.makedirs(work, exist_ok=True)
@@ -164,13 +188,14 @@ def evaluate(args, variants, modes, model_dir, paths, sources, references, work)
                 f"glossa-convert {' '.join(convert_options)}", timeout=600)
 
     outputs, scores, seconds, errors, warnings = {}, {}, {}, [], []
+    model_options, _, max_output_tokens = MODELS[args.model]
     for variant in variants:
         convert_options, translate_options = VARIANTS[variant]
         for mode in modes:
             output = os.path.join(work, f"{variant}.{mode}.en")
             command = [args.translate, "--model", models[tuple(convert_options)], "--beam_size", str(MODES[mode]),
-                       "--max_output_tokens", str(MAX_OUTPUT_TOKENS), "--threads", str(args.threads),
-                       "--input", paths["sources"], "--output", output, *translate_options]
+                       "--max_output_tokens", str(max_output_tokens), "--threads", str(args.threads),
+                       "--input", paths["sources"], "--output", output, *model_options, *translate_options]
             start = time.monotonic()
             try:
                 run(command, f"{variant} {mode}", args.timeout)
@@ -204,9 +229,9 @@ def evaluate(args, variants, modes, model_dir, paths, sources, references, work)
             difference = scores[variant, mode] - scores["float32", mode]
             rows.append((variant, mode, f"{agree}/{len(sources)} = {100 * share:.1f}%",
                          f"{scores[variant, mode]:.2f}", f"{difference:+.2f}", f"{seconds[variant, mode]:.1f}"))
-            if share < min_agreement(variant):
+            if share < min_agreement(variant, args.model):
                 errors.append(f"{variant} {mode}: {100 * share:.1f}% of lines identical to float32 "
-                              f"(needs >= {100 * min_agreement(variant):.0f}%)")
+                              f"(needs >= {100 * min_agreement(variant, args.model):.0f}%)")
             elif share < TARGET_AGREEMENT:
                 warnings.append(f"{variant} {mode}: {100 * share:.1f}% of lines identical to "
                                 f"float32, below issue #7's target of {100 * TARGET_AGREEMENT:.0f}%")

@@ -73,6 +73,36 @@ double ToyLogProb(const std::vector<int>& tokens, int max_new_tokens) {
   return sum;
 }
 
+// A forced first token (a multilingual model's target language): every hypothesis starts with
+// it, it costs nothing (ToyLogProb of the rest, with the forced token counting 0), and it counts
+// in the beam's length; the rest of the search is the search from that prefix.
+TEST(SearchTest, ForcedFirstTokenStartsEveryHypothesisAtNoCost) {
+  constexpr int kForced = 3;
+  for (int beam_size : {1, 4}) {
+    SearchOptions o;
+    o.beam_size = beam_size;
+    o.num_hypotheses = beam_size;
+    o.max_new_tokens = 30;
+    o.forced_bos_id = kForced;
+    const auto hyps = RunToy(o);
+    ASSERT_EQ(static_cast<int>(hyps.size()), beam_size);
+    for (const Hypothesis& h : hyps) {
+      ASSERT_GE(h.tokens.size(), 2u);
+      EXPECT_EQ(h.tokens.front(), kForced) << "beam " << beam_size;
+      std::vector<int> prefix = {kStart, kForced};
+      double sum = 0;  // the log-probability of the tokens after the forced one
+      for (size_t i = 1; i < h.tokens.size(); ++i) {
+        auto logits = ToyLogits(prefix);
+        ops::LogSoftmax(logits.data(), kVocab);
+        if (static_cast<int>(i) != o.max_new_tokens - 1) sum += logits[h.tokens[i]];
+        prefix.push_back(h.tokens[i]);
+      }
+      const double expected = beam_size == 1 ? sum : sum / static_cast<double>(h.tokens.size());
+      EXPECT_NEAR(h.score, expected, 1e-4) << "beam " << beam_size;
+    }
+  }
+}
+
 TEST(SearchTest, GreedyFollowsTheArgmaxAndScoresLogProbs) {
   SearchOptions o;
   o.beam_size = 1;

@@ -50,6 +50,7 @@ bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* 
   request->set_model(std::move(*raw.mutable_model()));
   for (std::string& text : *raw.mutable_texts()) request->add_texts(std::move(text));
   if (raw.has_options()) request->mutable_options()->Swap(raw.mutable_options());
+  request->set_split_sentences(raw.split_sentences());
   return true;
 }
 
@@ -80,6 +81,21 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
   GLOSSA_ASSIGN_OR_RETURN(p.search, p.model->engine->Resolve(options));
   p.return_scores = request.options().return_scores();
   std::vector<std::string> texts(request.texts().begin(), request.texts().end());
+  if (request.split_sentences()) {
+    if (stream) {
+      return absl::InvalidArgumentError(
+          "TranslateStream translates its text as one sentence: use Translate for split_sentences");
+    }
+    // The locale of the sentence rules: the request's source language, else the model's.
+    const std::string& language = request.source_language().empty()
+                                      ? p.model->model->info().source_language
+                                      : request.source_language();
+    GLOSSA_ASSIGN_OR_RETURN(
+        Documents documents,
+        SplitDocuments(*p.model->model, texts, language, limits.max_text_tokens));
+    texts = documents.sentences;
+    p.documents = std::make_shared<const Documents>(std::move(documents));
+  }
   GLOSSA_ASSIGN_OR_RETURN(p.sources,
                           TokenizeTexts(*p.model->model, texts, limits.max_text_tokens));
   return p;

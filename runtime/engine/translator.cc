@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "engine/document.h"
 #include "util/status_macros.h"
 
 namespace glossa {
@@ -68,6 +69,15 @@ absl::StatusOr<std::vector<Translation>> Translator::Translate(
   GLOSSA_ASSIGN_OR_RETURN(TextSources sources, TokenizeTexts(*model_, texts));
   GLOSSA_ASSIGN_OR_RETURN(auto hyps, TranslateIds(sources.sources, options));
   return DetokenizeResults(*model_, sources, std::move(hyps));
+}
+
+absl::StatusOr<std::vector<Translation>> Translator::TranslateDocuments(
+    const std::vector<std::string>& texts, const TranslateOptions& options) const {
+  GLOSSA_ASSIGN_OR_RETURN(Documents documents,
+                          SplitDocuments(*model_, texts, model_->info().source_language));
+  GLOSSA_ASSIGN_OR_RETURN(std::vector<Translation> sentences,
+                          Translate(documents.sentences, options));
+  return JoinDocuments(documents, sentences);
 }
 
 }  // namespace glossa

@@ -1,0 +1,286 @@
+#include "server/libretranslate.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "server/http_api.h"
+#include "server/status_util.h"
+
+namespace glossa::server {
+namespace {
+
+using nlohmann::json;
+
+std::string Dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// English names of the commonest codes; others are named by their code.
+std::string LanguageName(const std::string& code) {
+  static const std::map<std::string, std::string> kNames = {
+      {"ar", "Arabic"},   {"bg", "Bulgarian"}, {"ca", "Catalan"},   {"cs", "Czech"},
+      {"da", "Danish"},   {"de", "German"},    {"el", "Greek"},     {"en", "English"},
+      {"es", "Spanish"},  {"et", "Estonian"},  {"eu", "Basque"},    {"fi", "Finnish"},
+      {"fr", "French"},   {"ga", "Irish"},     {"gl", "Galician"},  {"he", "Hebrew"},
+      {"hi", "Hindi"},    {"hu", "Hungarian"}, {"id", "Indonesian"}, {"it", "Italian"},
+      {"ja", "Japanese"}, {"ko", "Korean"},    {"lt", "Lithuanian"}, {"lv", "Latvian"},
+      {"nl", "Dutch"},    {"pl", "Polish"},    {"pt", "Portuguese"}, {"ro", "Romanian"},
+      {"ru", "Russian"},  {"sk", "Slovak"},    {"sl", "Slovenian"}, {"sv", "Swedish"},
+      {"tr", "Turkish"},  {"uk", "Ukrainian"}, {"vi", "Vietnamese"}, {"zh", "Chinese"}};
+  auto it = kNames.find(code);
+  return it == kNames.end() ? code : it->second;
+}
+
+// Decodes %XX and '+' (form encoding). Malformed escapes stay as they are.
+std::string FormDecode(absl::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    int hi = 0, lo = 0;
+    auto hex = [](char h, int* v) {
+      if (!absl::ascii_isxdigit(static_cast<unsigned char>(h))) return false;
+      *v = absl::ascii_isdigit(static_cast<unsigned char>(h)) ? h - '0'
+                                                              : absl::ascii_tolower(h) - 'a' + 10;
+      return true;
+    };
+    if (c == '+') {
+      out += ' ';
+    } else if (c == '%' && i + 2 < in.size() && hex(in[i + 1], &hi) && hex(in[i + 2], &lo)) {
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+bool IsJson(absl::string_view content_type) {
+  const absl::string_view media = content_type.substr(0, content_type.find(';'));
+  const absl::string_view m = absl::StripAsciiWhitespace(media);
+  return absl::EqualsIgnoreCase(m, "application/json") || absl::EndsWithIgnoreCase(m, "+json");
+}
+
+absl::Status Invalid(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("Invalid request: ", what));
+}
+
+absl::StatusOr<LibreRequest> FromJson(absl::string_view body) {
+  const json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Invalid("the body is not valid JSON");
+  if (!doc.is_object()) return Invalid("the body must be a JSON object");
+  LibreRequest r;
+  auto string_field = [&](const char* name, std::string* out) -> absl::Status {
+    auto it = doc.find(name);
+    if (it == doc.end() || it->is_null()) return absl::OkStatus();
+    if (!it->is_string()) return Invalid(absl::StrCat(name, " must be a string"));
+    *out = it->get<std::string>();
+    return absl::OkStatus();
+  };
+  for (auto [name, out] : {std::pair{"source", &r.source}, {"target", &r.target},
+                           {"format", &r.format}, {"api_key", &r.api_key}}) {
+    if (absl::Status s = string_field(name, out); !s.ok()) return s;
+  }
+  if (auto q = doc.find("q"); q != doc.end()) {
+    if (q->is_string()) {
+      if (!q->get_ref<const std::string&>().empty()) r.q.push_back(q->get<std::string>());
+    } else if (q->is_array()) {
+      r.batch = true;
+      for (const json& text : *q) {
+        if (!text.is_string()) return Invalid("q must be a string or an array of strings");
+        r.q.push_back(text.get<std::string>());
+      }
+    } else if (!q->is_null()) {
+      return Invalid("q must be a string or an array of strings");
+    }
+  }
+  if (auto n = doc.find("alternatives"); n != doc.end() && !n->is_null()) {
+    if (n->is_number_integer() && n->get<int64_t>() >= 0 && n->get<int64_t>() <= 64) {
+      r.alternatives = static_cast<int>(n->get<int64_t>());
+    } else if (!(n->is_string() && absl::SimpleAtoi(n->get<std::string>(), &r.alternatives) &&
+                 r.alternatives >= 0 && r.alternatives <= 64)) {
+      return Invalid("alternatives must be a whole number from 0 to 64");
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<LibreRequest> FromForm(const HttpRequest& request) {
+  LibreRequest r;
+  // Fields of the body first, then of the query string (request.values, as Flask merges them).
+  auto fields = ParseFormFields(request.body);
+  for (auto& field : ParseFormFields(request.query)) fields.push_back(std::move(field));
+  std::set<std::string> seen;
+  for (auto& [name, value] : fields) {
+    if (!seen.insert(name).second) continue;
+    if (name == "q") {
+      // As LibreTranslate: line endings of form text become \n.
+      if (!value.empty()) r.q.push_back(absl::StrReplaceAll(value, {{"\r\n", "\n"}, {"\r", "\n"}}));
+    } else if (name == "source") {
+      r.source = value;
+    } else if (name == "target") {
+      r.target = value;
+    } else if (name == "format") {
+      r.format = value;
+    } else if (name == "api_key") {
+      r.api_key = value;
+    } else if (name == "alternatives" && !value.empty()) {
+      if (!absl::SimpleAtoi(value, &r.alternatives) || r.alternatives < 0 ||
+          r.alternatives > 64) {
+        return Invalid("alternatives must be a whole number from 0 to 64");
+      }
+    }
+  }
+  return r;
+}
+
+json Hypotheses(const v1::Translation& t, int from) {
+  json out = json::array();
+  for (int k = from; k < t.hypotheses_size(); ++k) out.push_back(t.hypotheses(k).text());
+  return out;
+}
+
+std::string Best(const v1::Translation& t) {
+  return t.hypotheses_size() > 0 ? t.hypotheses(0).text() : std::string();
+}
+
+// The translation, in LibreTranslate's shape.
+absl::StatusOr<std::string> Translate(const TranslatorService& service, const LibreRequest& r,
+                                      const std::string& api_key, absl::Duration timeout,
+                                      RpcRecord* record) {
+  if (!service.CheckToken(api_key).ok()) {
+    return absl::UnauthenticatedError("Invalid API key");
+  }
+  if (r.q.empty()) return Invalid("missing q parameter");
+  if (r.source.empty()) return Invalid("missing source parameter");
+  if (r.target.empty()) return Invalid("missing target parameter");
+  const std::string format = r.format.empty() ? "text" : r.format;
+  if (format != "text") {
+    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(format),
+                                                   " format is not supported: use text"));
+  }
+  if (r.source == "auto") {
+    return absl::InvalidArgumentError(
+        "auto is not supported: this server has no language detection; name the source language");
+  }
+  auto model = ModelForPair(service.registry(), r.source, r.target);
+  if (!model.ok()) return model.status();
+  v1::TranslateRequest request;
+  request.set_model((*model)->name);
+  for (const std::string& text : r.q) request.add_texts(text);
+  request.set_source_language(r.source);
+  request.set_target_language(r.target);
+  request.set_split_sentences(true);  // format=text: documents, sentence by sentence
+  if (r.alternatives > 0) {
+    const int n = r.alternatives + 1;
+    request.mutable_options()->set_num_hypotheses(n);
+    request.mutable_options()->set_beam_size(
+        std::max(n, (*model)->engine->options().default_beam_size));
+  }
+  auto response = TranslateAndWait(service, request, timeout, record);
+  if (!response.ok()) return response.status();
+  json out;
+  if (r.batch) {
+    json texts = json::array(), alternatives = json::array();
+    for (const v1::Translation& t : response->translations()) {
+      texts.push_back(Best(t));
+      alternatives.push_back(Hypotheses(t, 1));
+    }
+    out["translatedText"] = std::move(texts);
+    if (r.alternatives > 0) out["alternatives"] = std::move(alternatives);
+  } else {
+    const v1::Translation& t = response->translations(0);
+    out["translatedText"] = Best(t);
+    if (r.alternatives > 0) out["alternatives"] = Hypotheses(t, 1);
+  }
+  return Dump(out);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> ParseFormFields(absl::string_view body) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  while (!body.empty()) {
+    const size_t end = std::min(body.find('&'), body.size());
+    const absl::string_view field = body.substr(0, end);
+    body.remove_prefix(std::min(end + 1, body.size()));
+    if (field.empty()) continue;
+    const size_t eq = field.find('=');
+    fields.emplace_back(FormDecode(field.substr(0, eq)),
+                        eq == absl::string_view::npos ? "" : FormDecode(field.substr(eq + 1)));
+  }
+  return fields;
+}
+
+absl::StatusOr<LibreRequest> ParseLibreRequest(const HttpRequest& request) {
+  return IsJson(request.content_type) ? FromJson(request.body) : FromForm(request);
+}
+
+absl::StatusOr<const LoadedModel*> ModelForPair(const ModelRegistry& registry,
+                                                absl::string_view source,
+                                                absl::string_view target) {
+  bool known_source = false, known_target = false;
+  for (const auto& [name, entry] : registry.models()) {
+    const ModelInfo& info = entry->model->info();
+    if (info.source_language == source && info.target_language == target) return entry.get();
+    known_source |= info.source_language == source;
+    known_target |= info.target_language == target;
+  }
+  if (!known_source) {
+    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(source), " is not supported"));
+  }
+  if (!known_target) {
+    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(target), " is not supported"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(target),
+                                                 " is not available as a target language from ",
+                                                 QuoteForMessage(source)));
+}
+
+HttpResponse LibreTranslate(const TranslatorService& service, const HttpRequest& http,
+                            absl::Duration timeout) {
+  RpcRecord record(service.metrics(), Method::kHttpTranslate);
+  absl::StatusOr<std::string> body = [&]() -> absl::StatusOr<std::string> {
+    auto request = ParseLibreRequest(http);
+    if (!request.ok()) return request.status();
+    const std::string api_key =
+        request->api_key.empty() ? std::string(BearerToken(http.authorization)) : request->api_key;
+    return Translate(service, *request, api_key, timeout, &record);
+  }();
+  record.Finish(ToGrpcStatus(body.status()));
+  if (!body.ok()) return JsonError(body.status());
+  return {200, "application/json", *std::move(body)};
+}
+
+HttpResponse LibreLanguages(const TranslatorService& service) {
+  RpcRecord record(service.metrics(), Method::kHttpLanguages);
+  std::map<std::string, std::set<std::string>> targets;  // every language, sources and targets
+  for (const auto& [name, entry] : service.registry().models()) {
+    const ModelInfo& info = entry->model->info();
+    if (info.source_language.empty() || info.target_language.empty()) continue;
+    targets[info.source_language].insert(info.target_language);
+    targets[info.target_language];
+  }
+  json out = json::array();
+  for (const auto& [code, to] : targets) {
+    out.push_back({{"code", code}, {"name", LanguageName(code)}, {"targets", to}});
+  }
+  record.Finish(grpc::Status::OK);
+  return {200, "application/json", Dump(out)};
+}
+
+HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& http) {
+  // As LibreTranslate answers for a feature its operator turned off.
+  return JsonError(403, "Language detection is disabled on this server: this build has no "
+                        "language identifier; name the source language");
+}
+
+}  // namespace glossa::server

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/read_watchdog.h"
 
 namespace glossa::server {
 namespace {
@@ -101,6 +102,28 @@ HttpServer::~HttpServer() {
   if (context_ != nullptr) mg_stop(context_);
 }
 
+HttpServer::BodyRead HttpServer::ReadBody(mg_connection* connection, const mg_request_info* info,
+                                          std::string* body) {
+  // civetweb reads Content-Length and chunked bodies alike; the watchdog ends a read that is
+  // still going at the deadline (see read_watchdog.h).
+  const int fd = FindConnectionSocket(info->remote_addr, info->remote_port, info->server_port);
+  const uint64_t ticket = fd >= 0 ? watchdog_.Arm(fd, absl::Now() + options_.timeout) : 0;
+  BodyRead result = BodyRead::kComplete;
+  char buffer[16384];
+  for (;;) {
+    const int n = mg_read(connection, buffer, sizeof(buffer));
+    if (n < 0) result = BodyRead::kFailed;
+    if (n <= 0) break;
+    if (static_cast<int64_t>(body->size()) + n > options_.max_body_bytes) {
+      result = BodyRead::kTooLarge;
+      break;
+    }
+    body->append(buffer, static_cast<size_t>(n));
+  }
+  if (ticket != 0 && watchdog_.Disarm(ticket)) result = BodyRead::kTooSlow;
+  return result;
+}
+
 int HttpServer::OnRequest(mg_connection* connection) {
   auto* self = static_cast<HttpServer*>(mg_get_user_data(mg_get_context(connection)));
   // No exception may cross civetweb's C frames: anything unexpected is a 500.
@@ -124,29 +147,22 @@ void HttpServer::Serve(mg_connection* connection) {
   request.authorization = Header(connection, "Authorization");
   if (HasBody(request.method)) {
     const int64_t limit = options_.max_body_bytes;
+    const std::string too_large = ErrorJson(absl::StrCat("the body is larger than ", limit, " bytes"));
     if (info->content_length > limit) {
-      Write(connection, {413, "application/json",
-                         ErrorJson(absl::StrCat("the body is larger than ", limit, " bytes"))});
+      Write(connection, {413, "application/json", too_large});
       return;
     }
-    // civetweb reads Content-Length or chunked bodies; each read waits at most the timeout,
-    // and the whole body must arrive within it too.
-    const absl::Time deadline = absl::Now() + options_.timeout;
-    char buffer[16384];
-    for (;;) {
-      const int n = mg_read(connection, buffer, sizeof(buffer));
-      if (n < 0) return;  // the connection failed or timed out: nobody to answer
-      if (n == 0) break;
-      if (static_cast<int64_t>(request.body.size()) + n > limit) {
-        Write(connection, {413, "application/json",
-                           ErrorJson(absl::StrCat("the body is larger than ", limit, " bytes"))});
+    switch (ReadBody(connection, info, &request.body)) {
+      case BodyRead::kComplete:
+        break;
+      case BodyRead::kTooLarge:
+        Write(connection, {413, "application/json", too_large});
         return;
-      }
-      request.body.append(buffer, static_cast<size_t>(n));
-      if (absl::Now() > deadline) {
+      case BodyRead::kTooSlow:
         Write(connection, {408, "application/json", ErrorJson("the body arrived too slowly")});
         return;
-      }
+      case BodyRead::kFailed:
+        return;  // the connection failed: nobody to answer
     }
   }
   Write(connection, handler_(request));

@@ -12,9 +12,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/read_watchdog.h"
 
 struct mg_context;
 struct mg_connection;
+struct mg_request_info;
 
 namespace glossa::server {
 
@@ -58,9 +60,12 @@ class HttpServer {
   HttpServer() = default;
   static int OnRequest(mg_connection* connection);
   void Serve(mg_connection* connection);
+  enum class BodyRead { kComplete, kTooLarge, kTooSlow, kFailed };
+  BodyRead ReadBody(mg_connection* connection, const mg_request_info* info, std::string* body);
 
   HttpServerOptions options_;
   HttpHandler handler_;
+  ReadWatchdog watchdog_;
   mg_context* context_ = nullptr;
   int port_ = 0;
 };

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "server/html_text.h"
 #include "server/http_api.h"
 #include "server/status_util.h"
 
@@ -142,14 +143,30 @@ absl::StatusOr<LibreRequest> FromForm(const HttpRequest& request) {
   return r;
 }
 
-json Hypotheses(const v1::Translation& t, int from) {
-  json out = json::array();
-  for (int k = from; k < t.hypotheses_size(); ++k) out.push_back(t.hypotheses(k).text());
+std::vector<std::string> Texts(const v1::Translation& t) {
+  std::vector<std::string> out;
+  for (const v1::Hypothesis& h : t.hypotheses()) out.push_back(h.text());
+  if (out.empty()) out.emplace_back();
   return out;
 }
 
-std::string Best(const v1::Translation& t) {
-  return t.hypotheses_size() > 0 ? t.hypotheses(0).text() : std::string();
+// Hypothesis k of an HTML text: its text nodes' hypotheses k (a node's last when it has fewer)
+// written back into the HTML.
+std::vector<std::string> HtmlTexts(absl::string_view html, const HtmlText& nodes,
+                                   const v1::TranslateResponse& response, int first) {
+  std::vector<std::vector<std::string>> node_texts;
+  size_t n = 1;
+  for (size_t j = 0; j < nodes.texts.size(); ++j) {
+    node_texts.push_back(Texts(response.translations(first + static_cast<int>(j))));
+    n = std::max(n, node_texts.back().size());
+  }
+  std::vector<std::string> out;
+  for (size_t k = 0; k < n; ++k) {
+    std::vector<std::string> translations;
+    for (const auto& texts : node_texts) translations.push_back(texts[std::min(k, texts.size() - 1)]);
+    out.push_back(ReplaceHtmlText(html, nodes, translations));
+  }
+  return out;
 }
 
 // The translation, in LibreTranslate's shape.
@@ -163,9 +180,9 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
   if (r.source.empty()) return Invalid("missing source parameter");
   if (r.target.empty()) return Invalid("missing target parameter");
   const std::string format = r.format.empty() ? "text" : r.format;
-  if (format != "text") {
+  if (format != "text" && format != "html") {
     return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(format),
-                                                   " format is not supported: use text"));
+                                                   " format is not supported: use text or html"));
   }
   if (r.source == "auto") {
     return absl::InvalidArgumentError(
@@ -175,10 +192,25 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
   if (!model.ok()) return model.status();
   v1::TranslateRequest request;
   request.set_model((*model)->name);
-  for (const std::string& text : r.q) request.add_texts(text);
+  // format=html: the text nodes of every q are the texts; first[i] is q[i]'s first.
+  std::vector<HtmlText> pages;
+  std::vector<int> first;
+  for (size_t i = 0; i < r.q.size(); ++i) {
+    if (format == "text") {
+      request.add_texts(r.q[i]);
+      continue;
+    }
+    auto page = ExtractHtmlText(r.q[i]);
+    if (!page.ok()) {
+      return absl::Status(page.status().code(), absl::StrCat("q ", i, ": ", page.status().message()));
+    }
+    first.push_back(request.texts_size());
+    for (const std::string& text : page->texts) request.add_texts(text);
+    pages.push_back(*std::move(page));
+  }
   request.set_source_language(r.source);
   request.set_target_language(r.target);
-  request.set_split_sentences(true);  // format=text: documents, sentence by sentence
+  request.set_split_sentences(true);  // documents, sentence by sentence, spacing kept
   if (r.alternatives > 0) {
     const int n = r.alternatives + 1;
     request.mutable_options()->set_num_hypotheses(n);
@@ -187,20 +219,17 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
   }
   auto response = TranslateAndWait(service, request, timeout, record);
   if (!response.ok()) return response.status();
-  json out;
-  if (r.batch) {
-    json texts = json::array(), alternatives = json::array();
-    for (const v1::Translation& t : response->translations()) {
-      texts.push_back(Best(t));
-      alternatives.push_back(Hypotheses(t, 1));
-    }
-    out["translatedText"] = std::move(texts);
-    if (r.alternatives > 0) out["alternatives"] = std::move(alternatives);
-  } else {
-    const v1::Translation& t = response->translations(0);
-    out["translatedText"] = Best(t);
-    if (r.alternatives > 0) out["alternatives"] = Hypotheses(t, 1);
+  json texts = json::array(), alternatives = json::array();
+  for (size_t i = 0; i < r.q.size(); ++i) {
+    std::vector<std::string> hypotheses =
+        format == "text" ? Texts(response->translations(static_cast<int>(i)))
+                         : HtmlTexts(r.q[i], pages[i], *response, first[i]);
+    texts.push_back(hypotheses.front());
+    alternatives.push_back(json(std::vector<std::string>(hypotheses.begin() + 1, hypotheses.end())));
   }
+  json out;
+  out["translatedText"] = r.batch ? texts : texts[0];
+  if (r.alternatives > 0) out["alternatives"] = r.batch ? alternatives : alternatives[0];
   return Dump(out);
 }
 

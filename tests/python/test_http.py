@@ -170,6 +170,30 @@ class LibreTranslateTest(HttpTestCase):
         self.assertEqual(status, 200, answer)
         self.assertEqual([len(a) for a in answer["alternatives"]], [1, 1])
 
+    def test_html_keeps_tags_and_translates_text_nodes(self):
+        html = ('<p class="x">Y dijo Dios: <b>Sea la luz</b>. Y fué la luz.</p>\n'
+                '<script>var s = "Y dijo Dios";</script><p title="Y dijo Dios">Y vió Dios.</p>')
+        nodes = ["Y dijo Dios: ", "Sea la luz", ". Y fué la luz.", "Y vió Dios."]
+        status, answer = self.post_json("/translate", {"q": html, "source": "es", "target": "en",
+                                                       "format": "html"})
+        self.assertEqual(status, 200, answer)
+        want = self.translator.Translate(ts.pb.TranslateRequest(
+            model=ts.MODEL_NAME, texts=nodes, split_sentences=True), timeout=ts.RPC_TIMEOUT_S)
+        t = [x.hypotheses[0].text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+             for x in want.translations]
+        self.assertEqual(answer["translatedText"],
+                         f'<p class="x">{t[0]}<b>{t[1]}</b>{t[2]}</p>\n'
+                         f'<script>var s = "Y dijo Dios";</script><p title="Y dijo Dios">{t[3]}</p>')
+
+    def test_html_nesting_is_bounded_not_a_crash(self):
+        deep = {"q": "<b>" * 10000 + "Y dijo Dios", "source": "es", "target": "en",
+                "format": "html"}
+        status, answer = self.post_json("/translate", deep)
+        self.assertEqual(status, 200, answer)
+        self.assertTrue(answer["translatedText"].startswith("<b>" * 10000))
+        status, answer = self.post_json("/translate", {**deep, "q": "<i>" * 10001})
+        self.assertError(status, answer, 400, "tags")
+
     def test_languages(self):
         status, _, data = self.request("GET", "/languages")
         self.assertEqual(status, 200)
@@ -196,6 +220,7 @@ class LibreTranslateTest(HttpTestCase):
             (b'{"q": "Hola", "source": "en", "target": "en"}', "not supported"),
             (b'{"q": "Hola", "source": "auto", "target": "en"}', "auto"),
             (b'{"q": "Hola", "source": "es", "target": "en", "format": "xml"}', "format"),
+            (b'{"q": "<p>\xff</p>", "source": "es", "target": "en", "format": "html"}', "JSON"),
             (b'{"q": "Hola", "source": "es", "target": "en", "alternatives": -1}', "alternatives"),
             (b'{"q": "Hola", "source": 1, "target": "en"}', "source must be"),
             # Invalid UTF-8 inside JSON: the JSON parser refuses it.

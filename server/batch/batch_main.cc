@@ -45,6 +45,9 @@ ABSL_FLAG(int, concurrency, 8, "Requests in flight at once");
 ABSL_FLAG(int, texts_per_request, 16,
           "Segments per request (at most the server's --max_texts_per_request, 256 by default)");
 ABSL_FLAG(int, beam_size, 0, "Beam size (0: the server's default; 1: greedy)");
+ABSL_FLAG(bool, split_sentences, false,
+          "Translate each sentence of a segment on its own and join the translations with the "
+          "segment's own spacing (TranslateRequest.split_sentences: for paragraphs and documents)");
 ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per segment (0: the server's limit)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300), "Deadline of each request");
 ABSL_FLAG(int, max_attempts, 10,
@@ -141,6 +144,8 @@ glossa::batch::JobOptions JobFromFlags(std::string* error) {
   o.settings = {{"model", absl::GetFlag(FLAGS_model)},
                 {"beam_size", absl::GetFlag(FLAGS_beam_size)},
                 {"max_output_tokens", absl::GetFlag(FLAGS_max_output_tokens)}};
+  // Only when set: journals written before the flag existed still resume.
+  if (absl::GetFlag(FLAGS_split_sentences)) o.settings["split_sentences"] = true;
   *error = Validate(o);
   return o;
 }
@@ -148,6 +153,7 @@ glossa::batch::JobOptions JobFromFlags(std::string* error) {
 glossa::batch::ClientOptions ClientFromFlags() {
   glossa::batch::ClientOptions c;
   c.model = absl::GetFlag(FLAGS_model);
+  c.split_sentences = absl::GetFlag(FLAGS_split_sentences);
   c.decoding.set_beam_size(absl::GetFlag(FLAGS_beam_size));
   c.decoding.set_max_output_tokens(absl::GetFlag(FLAGS_max_output_tokens));
   c.timeout = absl::GetFlag(FLAGS_timeout);

@@ -103,6 +103,7 @@ grpc::Status TranslatorClient::Translate(const std::vector<std::string>& texts,
                                          absl::string_view what, std::vector<TranslatedText>* out) {
   v1::TranslateRequest request;
   request.set_model(options_.model);
+  request.set_split_sentences(options_.split_sentences);
   *request.mutable_options() = options_.decoding;
   for (const std::string& text : texts) request.add_texts(text);
   v1::TranslateResponse response;

@@ -49,6 +49,7 @@ std::vector<std::string> SplitTargets(absl::string_view servers);
 struct ClientOptions {
   std::string model;
   glossa::v1::DecodingOptions decoding;
+  bool split_sentences = false;  // TranslateRequest.split_sentences
   absl::Duration timeout = absl::Seconds(300);  // deadline of each call
   RetryPolicy retry;
 };

@@ -374,6 +374,22 @@ class DocumentTest(HttpTestCase):
         self.assertEqual(out.stdout, self.expected().replace("\n\n", "\n") + "\n")
 
 
+    @unittest.skipUnless(os.environ.get("GLOSSA_BATCH"), "set GLOSSA_BATCH (ctest does)")
+    def test_glossa_batch_split_sentences(self):
+        lines = [line for lines in PARAGRAPHS for line in lines]
+        with tempfile.TemporaryDirectory() as d:
+            source, target = os.path.join(d, "in.txt"), os.path.join(d, "out.txt")
+            with open(source, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+            out = subprocess.run([os.environ["GLOSSA_BATCH"], "--server", self.server.address,
+                                  "--model", ts.MODEL_NAME, "--input", source, "--output",
+                                  target, "--split_sentences"],
+                                 capture_output=True, text=True, timeout=300)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            with open(target, encoding="utf-8") as f:
+                self.assertEqual(f.read(), self.expected().replace("\n\n", "\n") + "\n")
+
+
 class AuthTest(HttpTestCase):
     """With --auth_token_file: api_key (LibreTranslate) or a bearer token (/v1) is required."""
 

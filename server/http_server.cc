@@ -124,8 +124,18 @@ HttpServer::BodyRead HttpServer::ReadBody(mg_connection* connection, const mg_re
   return result;
 }
 
+void HttpServer::Drain(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_progress_ == 0; };
+  mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
 int HttpServer::OnRequest(mg_connection* connection) {
   auto* self = static_cast<HttpServer*>(mg_get_user_data(mg_get_context(connection)));
+  {
+    absl::MutexLock lock(&self->mu_);
+    ++self->in_progress_;
+  }
   // No exception may cross civetweb's C frames: anything unexpected is a 500.
   try {
     self->Serve(connection);
@@ -134,6 +144,8 @@ int HttpServer::OnRequest(mg_connection* connection) {
   } catch (...) {
     Write(connection, {500, "application/json", ErrorJson("internal error")});
   }
+  absl::MutexLock lock(&self->mu_);
+  --self->in_progress_;
   return 1;  // answered: civetweb does nothing more with this request
 }
 

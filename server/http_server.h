@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/read_watchdog.h"
 
@@ -52,7 +53,10 @@ class HttpServer {
   // Fails (UNAVAILABLE) when it cannot listen at the address.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
                                                            HttpHandler handler);
-  // Stops listening and waits for the requests in progress.
+  // Waits until no request is in progress, or until the deadline. For a graceful stop: civetweb
+  // can no longer write once it stops, so the answers in progress must be out before that.
+  void Drain(absl::Time deadline);
+  // Stops listening and waits for the requests in progress (whose answers are then lost).
   ~HttpServer();
   int port() const { return port_; }
 
@@ -66,6 +70,8 @@ class HttpServer {
   HttpServerOptions options_;
   HttpHandler handler_;
   ReadWatchdog watchdog_;
+  absl::Mutex mu_;
+  int in_progress_ ABSL_GUARDED_BY(mu_) = 0;
   mg_context* context_ = nullptr;
   int port_ = 0;
 };

@@ -329,9 +329,13 @@ int main(int argc, char** argv) {
   health->Shutdown();  // every service reports NOT_SERVING from now on
   service.StartDraining();  // HTTP requests too get UNAVAILABLE (503) from now on
   const absl::Time deadline = absl::Now() + timeout;
-  // HTTP stops listening at once and waits for its requests in progress, alongside gRPC; the
-  // engines finish (or, past the deadline, cancel) the jobs of both.
-  std::thread http_stop([&http_server] { http_server.reset(); });
+  // HTTP requests in progress are answered before HTTP stops (a stopped civetweb cannot write),
+  // alongside gRPC's; the engines finish (or, past the deadline, end) the jobs of both.
+  std::thread http_stop([&http_server, deadline] {
+    if (http_server == nullptr) return;
+    http_server->Drain(deadline + absl::Seconds(10));  // the jobs end by the deadline
+    http_server.reset();
+  });
   server->Shutdown(absl::ToChronoTime(deadline));  // waits for in-flight calls, then cancels
   (*registry)->Shutdown(deadline);
   http_stop.join();

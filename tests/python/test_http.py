@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -437,6 +438,34 @@ class AuthTest(HttpTestCase):
     def test_languages_and_page_stay_open(self):
         self.assertEqual(self.request("GET", "/languages")[0], 200)
         self.assertEqual(self.request("GET", "/")[0], 200)
+
+
+class DrainTest(HttpTestCase):
+    """SIGTERM: an HTTP translation in flight finishes and the server exits 0."""
+
+    SERVER_FLAGS = ("--shutdown_timeout", "60s")
+
+    def test_sigterm_finishes_http_work_in_flight(self):
+        import threading
+        texts = [ts.LONG] * 64  # several seconds of work on one core
+        result = {}
+
+        def call():
+            result["answer"] = self.post_json("/translate", {"q": texts, "source": "es",
+                                                             "target": "en"})
+        worker = threading.Thread(target=call)
+        worker.start()
+        time.sleep(1.0)  # the request is in the engine
+        self.server.proc.send_signal(signal.SIGTERM)
+        worker.join(timeout=120)
+        self.assertFalse(worker.is_alive(), "the HTTP request never ended")
+        status, answer = result["answer"]
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(len(answer["translatedText"]), len(texts))
+        self.assertEqual(self.server.proc.wait(timeout=60), 0, self.server.output())
+
+    def tearDown(self):
+        pass  # the server stops on purpose
 
 
 class HostileClientTest(HttpTestCase):

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -9,10 +10,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "server/html_text.h"
 #include "server/http_api.h"
+#include "server/language_detector.h"
 #include "server/status_util.h"
+#include "text/tokenizer.h"
 
 namespace glossa::server {
 namespace {
@@ -169,6 +173,48 @@ std::vector<std::string> HtmlTexts(absl::string_view html, const HtmlText& nodes
   return out;
 }
 
+// The languages of the server's models, sources and targets: what detection chooses among.
+std::set<std::string> ServerLanguages(const ModelRegistry& registry) {
+  std::set<std::string> out;
+  for (const auto& [name, entry] : registry.models()) {
+    const ModelInfo& info = entry->model->info();
+    if (!info.source_language.empty()) out.insert(info.source_language);
+    if (!info.target_language.empty()) out.insert(info.target_language);
+  }
+  return out;
+}
+
+// The languages of the texts together, among the server's, most likely first. As LibreTranslate
+// does, never empty: when none is found, the server's first source language with confidence 0.
+absl::StatusOr<std::vector<DetectedLanguage>> Detect(const ModelRegistry& registry,
+                                                     const std::vector<std::string>& texts) {
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (!IsValidUtf8(texts[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("q ", i, " is not valid UTF-8"));
+    }
+  }
+  const std::set<std::string> known = ServerLanguages(registry);
+  std::vector<DetectedLanguage> out;
+  for (DetectedLanguage& d : DetectLanguages(absl::StrJoin(texts, "\n"))) {
+    if (known.count(d.language) > 0) out.push_back(std::move(d));
+  }
+  if (out.empty()) {
+    std::string fallback = known.empty() ? "en" : *known.begin();
+    for (const auto& [name, entry] : registry.models()) {
+      if (!entry->model->info().source_language.empty()) {
+        fallback = entry->model->info().source_language;
+        break;
+      }
+    }
+    out.push_back({fallback, 0.0});
+  }
+  return out;
+}
+
+json ToJson(const DetectedLanguage& d) {
+  return {{"confidence", d.confidence}, {"language", d.language}};
+}
+
 // The translation, in LibreTranslate's shape.
 absl::StatusOr<std::string> Translate(const TranslatorService& service, const LibreRequest& r,
                                       const std::string& api_key, absl::Duration timeout,
@@ -184,11 +230,15 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
     return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(format),
                                                    " format is not supported: use text or html"));
   }
+  // "auto": the language of all the texts together (CLD2), whose model translates them all.
+  std::optional<DetectedLanguage> detected;
   if (r.source == "auto") {
-    return absl::InvalidArgumentError(
-        "auto is not supported: this server has no language detection; name the source language");
+    auto detections = Detect(service.registry(), r.q);
+    if (!detections.ok()) return detections.status();
+    detected = detections->front();
   }
-  auto model = ModelForPair(service.registry(), r.source, r.target);
+  const std::string& source = detected ? detected->language : r.source;
+  auto model = ModelForPair(service.registry(), source, r.target);
   if (!model.ok()) return model.status();
   v1::TranslateRequest request;
   request.set_model((*model)->name);
@@ -208,7 +258,7 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
     for (const std::string& text : page->texts) request.add_texts(text);
     pages.push_back(*std::move(page));
   }
-  request.set_source_language(r.source);
+  request.set_source_language(source);
   request.set_target_language(r.target);
   request.set_split_sentences(true);  // documents, sentence by sentence, spacing kept
   if (r.alternatives > 0) {
@@ -230,6 +280,10 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
   json out;
   out["translatedText"] = r.batch ? texts : texts[0];
   if (r.alternatives > 0) out["alternatives"] = r.batch ? alternatives : alternatives[0];
+  if (detected) {
+    out["detectedLanguage"] =
+        r.batch ? json(std::vector<json>(r.q.size(), ToJson(*detected))) : ToJson(*detected);
+  }
   return Dump(out);
 }
 
@@ -307,9 +361,23 @@ HttpResponse LibreLanguages(const TranslatorService& service) {
 }
 
 HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& http) {
-  // As LibreTranslate answers for a feature its operator turned off.
-  return JsonError(403, "Language detection is disabled on this server: this build has no "
-                        "language identifier; name the source language");
+  RpcRecord record(service.metrics(), Method::kHttpDetect);
+  absl::StatusOr<std::string> body = [&]() -> absl::StatusOr<std::string> {
+    auto request = ParseLibreRequest(http);
+    if (!request.ok()) return request.status();
+    const std::string api_key =
+        request->api_key.empty() ? std::string(BearerToken(http.authorization)) : request->api_key;
+    if (!service.CheckToken(api_key).ok()) return absl::UnauthenticatedError("Invalid API key");
+    if (request->q.empty()) return Invalid("missing q parameter");
+    auto detections = Detect(service.registry(), request->q);
+    if (!detections.ok()) return detections.status();
+    json out = json::array();
+    for (const DetectedLanguage& d : *detections) out.push_back(ToJson(d));
+    return Dump(out);
+  }();
+  record.Finish(ToGrpcStatus(body.status()));
+  if (!body.ok()) return JsonError(body.status());
+  return {200, "application/json", *std::move(body)};
 }
 
 }  // namespace glossa::server

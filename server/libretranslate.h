@@ -6,7 +6,9 @@
 //                    -> {"translatedText": "..."} or {"translatedText": ["...", ...]}, with
 //                       "alternatives": [...] (per text in the array case) when asked for
 //   GET /languages   -> [{"code": "es", "name": "Spanish", "targets": ["en"]}, ...]
-//   POST /detect     -> 403 {"error": ...}: this server has no language identifier
+//   POST /detect     q -> [{"confidence": 97.0, "language": "es"}, ...] (CLD2, among the
+//                    server's languages; source "auto" in /translate uses it too and adds
+//                    "detectedLanguage" to the answer)
 // Errors are {"error": "..."} with 400 (the request), 403 (the API key), 429 (queue full), 500.
 #ifndef GLOSSA_SERVER_LIBRETRANSLATE_H_
 #define GLOSSA_SERVER_LIBRETRANSLATE_H_

@@ -134,6 +134,8 @@ const char* MethodName(Method method) {
       return "/v1/models";
     case Method::kHttpLanguages:
       return "/languages";
+    case Method::kHttpDetect:
+      return "/detect";
   }
   return "";
 }

@@ -202,9 +202,40 @@ class LibreTranslateTest(HttpTestCase):
         self.assertEqual(languages, [{"code": "en", "name": "English", "targets": []},
                                      {"code": "es", "name": "Spanish", "targets": ["en"]}])
 
-    def test_detect_is_refused_with_a_message(self):
-        status, answer = self.post_json("/detect", {"q": ts.SHORT})
-        self.assertError(status, answer, 403, "source language")
+    def test_detect(self):
+        status, answer = self.post_json("/detect", {"q": ts.LONG})
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(answer[0]["language"], "es")
+        self.assertGreater(answer[0]["confidence"], 50)
+        status, answer = self.post_form("/detect", {"q": ts.SHORT})
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(answer[0]["language"], "es")
+        # Among the server's languages only (as LibreTranslate): French is none of them, and
+        # digits are no language: the first source language with confidence 0.
+        for text in ("Bonjour tout le monde, comment allez-vous aujourd'hui?", "1234 5678"):
+            status, answer = self.post_json("/detect", {"q": text})
+            self.assertEqual((status, answer), (200, [{"confidence": 0.0, "language": "es"}]))
+        status, answer = self.post_json("/detect", {"q": ""})
+        self.assertError(status, answer, 400, "missing q")
+        status, _, data = self.request("POST", "/detect", b"q=%FF",
+                                       {"Content-Type": "application/x-www-form-urlencoded"})
+        self.assertError(status, json.loads(data), 400, "UTF-8")
+
+    def test_source_auto(self):
+        status, answer = self.post_json("/translate", {"q": ts.LONG, "source": "auto",
+                                                       "target": "en"})
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(set(answer), {"translatedText", "detectedLanguage"})
+        self.assertEqual(answer["detectedLanguage"]["language"], "es")
+        self.assertEqual(answer["translatedText"], self.grpc_texts([ts.LONG])[0])
+        status, answer = self.post_json("/translate", {"q": [ts.LONG, ts.SHORT],
+                                                       "source": "auto", "target": "en"})
+        self.assertEqual(status, 200, answer)
+        self.assertEqual([d["language"] for d in answer["detectedLanguage"]], ["es", "es"])
+        status, answer = self.post_json("/translate", {"q": "God said, let there be light, and "
+                                                       "there was light.", "source": "auto",
+                                                       "target": "en"})
+        self.assertError(status, answer, 400, "'en' is not supported")
 
     def test_bad_requests_get_400_with_a_message(self):
         cases = [
@@ -219,7 +250,6 @@ class LibreTranslateTest(HttpTestCase):
             (b'{"q": "Hola", "source": "fr", "target": "en"}', "not supported"),
             (b'{"q": "Hola", "source": "es", "target": "de"}', "not supported"),
             (b'{"q": "Hola", "source": "en", "target": "en"}', "not supported"),
-            (b'{"q": "Hola", "source": "auto", "target": "en"}', "auto"),
             (b'{"q": "Hola", "source": "es", "target": "en", "format": "xml"}', "format"),
             (b'{"q": "<p>\xff</p>", "source": "es", "target": "en", "format": "html"}', "JSON"),
             (b'{"q": "Hola", "source": "es", "target": "en", "alternatives": -1}', "alternatives"),

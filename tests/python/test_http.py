@@ -376,6 +376,14 @@ class DocumentTest(HttpTestCase):
         got = self.translator.Translate(response, timeout=ts.RPC_TIMEOUT_S)
         self.assertEqual(got.translations[0].hypotheses[0].text, self.expected())
 
+    def test_translate_stream_refuses_split_sentences(self):
+        request = ts.pb.TranslateRequest(model=ts.MODEL_NAME, texts=["Hola. Adiós."],
+                                         split_sentences=True)
+        with self.assertRaises(ts.grpc.RpcError) as caught:
+            list(self.translator.TranslateStream(request, timeout=ts.RPC_TIMEOUT_S))
+        self.assertEqual(caught.exception.code(), ts.grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("split_sentences", caught.exception.details())
+
     def test_whitespace_is_kept(self):
         doc = "  Hola.   Adiós.\t\n\n\n  "
         status, answer = self.post_json("/v1/translate", {"texts": [doc, "", "  \n"],

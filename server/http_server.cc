@@ -3,7 +3,6 @@
 #include <civetweb.h>
 
 #include <cstring>
-#include <exception>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -139,8 +138,6 @@ int HttpServer::OnRequest(mg_connection* connection) {
   // No exception may cross civetweb's C frames: anything unexpected is a 500.
   try {
     self->Serve(connection);
-  } catch (const std::exception& e) {
-    Write(connection, {500, "application/json", ErrorJson("internal error")});
   } catch (...) {
     Write(connection, {500, "application/json", ErrorJson("internal error")});
   }

@@ -63,10 +63,17 @@ std::string EscapeHtmlText(absl::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -77,15 +84,14 @@ bool RunWithStack(size_t bytes, const std::function<void()>& fn) {
   pthread_attr_t attr;
   if (pthread_attr_init(&attr) != 0) return false;
   pthread_t thread;
-  const bool started =
-      pthread_attr_setstacksize(&attr, bytes) == 0 &&
-      pthread_create(
-          &thread, &attr,
-          [](void* f) -> void* {
-            (*static_cast<const std::function<void()>*>(f))();
-            return nullptr;
-          },
-          const_cast<std::function<void()>*>(&fn)) == 0;
+  const bool started = pthread_attr_setstacksize(&attr, bytes) == 0 &&
+                       pthread_create(
+                           &thread, &attr,
+                           [](void* f) -> void* {
+                             (*static_cast<const std::function<void()>*>(f))();
+                             return nullptr;
+                           },
+                           const_cast<std::function<void()>*>(&fn)) == 0;
   pthread_attr_destroy(&attr);
   if (started) pthread_join(thread, nullptr);
   return started;
@@ -97,8 +103,8 @@ absl::StatusOr<HtmlText> ExtractHtmlText(absl::string_view html) {
   if (!IsValidUtf8(html)) return absl::InvalidArgumentError("the HTML is not valid UTF-8");
   // Bounds the nesting depth (at most one level a tag) for the stack below.
   if (std::count(html.begin(), html.end(), '<') > kMaxHtmlTags) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the HTML has more than ", kMaxHtmlTags, " tags: send it in parts"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the HTML has more than ", kMaxHtmlTags, " tags: send it in parts"));
   }
   // gumbo builds and frees its tree recursively, a few hundred bytes of stack a nesting level:
   // more than an HTTP thread has (measured: civetweb's threads overflowed at 4000 nested

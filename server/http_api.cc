@@ -62,7 +62,8 @@ int HttpStatusFor(const absl::Status& status) {
 HttpResponse JsonError(int status, absl::string_view message) {
   nlohmann::json body = {{"error", std::string(message)}};
   // Messages may quote client bytes: anything that is not UTF-8 becomes U+FFFD, never a throw.
-  return {status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+  return {status, "application/json",
+          body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
 }
 
 HttpResponse JsonError(const absl::Status& status) {
@@ -79,12 +80,11 @@ absl::StatusOr<v1::TranslateResponse> TranslateAndWait(const TranslatorService& 
                                                        const v1::TranslateRequest& request,
                                                        absl::Duration timeout, RpcRecord* record) {
   auto pending = std::make_shared<Pending>();
-  auto job = service.NewTranslateJob(
-      request, absl::Now() + timeout, record,
-      [pending](absl::StatusOr<v1::TranslateResponse> result) {
-        pending->result = std::move(result);
-        pending->done.Notify();
-      });
+  auto job = service.NewTranslateJob(request, absl::Now() + timeout, record,
+                                     [pending](absl::StatusOr<v1::TranslateResponse> result) {
+                                       pending->result = std::move(result);
+                                       pending->done.Notify();
+                                     });
   if (!job.ok()) return job.status();
   if (absl::Status submitted = job->engine->Submit(job->job); !submitted.ok()) return submitted;
   // The engine ends a job past its deadline within one decoder step by itself. Should that ever
@@ -114,9 +114,10 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
   } else if (path == "/v1/models") {
     if (get) return V1Models(request);
   } else {
-    return JsonError(404, "no such path: this server has POST /translate, GET /languages, "
-                          "POST /detect (LibreTranslate), POST /v1/translate, GET /v1/models "
-                          "and the page at /");
+    return JsonError(404,
+                     "no such path: this server has POST /translate, GET /languages, "
+                     "POST /detect (LibreTranslate), POST /v1/translate, GET /v1/models "
+                     "and the page at /");
   }
   return JsonError(405, absl::StrCat(request.method, " is not allowed on ", path));
 }
@@ -131,9 +132,9 @@ HttpResponse HttpApi::V1Translate(const HttpRequest& http) const {
     v1::TranslateRequest request;
     const auto parsed = google::protobuf::util::JsonStringToMessage(http.body, &request);
     if (!parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the body is not a glossa.v1.TranslateRequest in protobuf's JSON mapping: ",
-          std::string(parsed.message()).substr(0, 300)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the body is not a glossa.v1.TranslateRequest in protobuf's JSON mapping: ",
+                       std::string(parsed.message()).substr(0, 300)));
     }
     auto response = TranslateAndWait(*service_, request, timeout_, &record);
     if (!response.ok()) return response.status();

@@ -25,16 +25,16 @@ std::string ErrorJson(absl::string_view message) {
 
 void Write(mg_connection* connection, const HttpResponse& response) {
   // CORS: LibreTranslate's clients include browser extensions and web pages of other origins.
-  const std::string head = absl::StrCat(
-      "HTTP/1.1 ", response.status, " ", HttpReason(response.status), "\r\n",
-      "Content-Type: ", response.content_type, "\r\n",
-      "Content-Length: ", response.body.size(), "\r\n",
-      "Access-Control-Allow-Origin: *\r\n"
-      "Access-Control-Allow-Headers: Content-Type, Authorization\r\n"
-      "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
-      "Cache-Control: no-store\r\n"
-      "X-Content-Type-Options: nosniff\r\n"
-      "Connection: close\r\n\r\n");
+  const std::string head =
+      absl::StrCat("HTTP/1.1 ", response.status, " ", HttpReason(response.status), "\r\n",
+                   "Content-Type: ", response.content_type, "\r\n",
+                   "Content-Length: ", response.body.size(), "\r\n",
+                   "Access-Control-Allow-Origin: *\r\n"
+                   "Access-Control-Allow-Headers: Content-Type, Authorization\r\n"
+                   "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
+                   "Cache-Control: no-store\r\n"
+                   "X-Content-Type-Options: nosniff\r\n"
+                   "Connection: close\r\n\r\n");
   if (mg_write(connection, head.data(), head.size()) <= 0) return;  // the client went away
   if (!response.body.empty()) mg_write(connection, response.body.data(), response.body.size());
 }
@@ -47,20 +47,34 @@ bool HasBody(absl::string_view method) {
 
 const char* HttpReason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
   }
   return "Unknown";
 }
@@ -74,11 +88,16 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   const std::string threads = absl::StrCat(options.threads);
   const std::string timeout_ms = absl::StrCat(absl::ToInt64Milliseconds(options.timeout));
   const std::string header_bytes = absl::StrCat(options.max_header_bytes);
-  const char* config[] = {"listening_ports", options.address.c_str(),
-                          "num_threads", threads.c_str(),
-                          "request_timeout_ms", timeout_ms.c_str(),
-                          "max_request_size", header_bytes.c_str(),
-                          "enable_keep_alive", "no",
+  const char* config[] = {"listening_ports",
+                          options.address.c_str(),
+                          "num_threads",
+                          threads.c_str(),
+                          "request_timeout_ms",
+                          timeout_ms.c_str(),
+                          "max_request_size",
+                          header_bytes.c_str(),
+                          "enable_keep_alive",
+                          "no",
                           nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));
@@ -86,9 +105,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   callbacks.log_message = [](const mg_connection*, const char*) { return 1; };  // quiet
   server->context_ = mg_start(&callbacks, server.get(), config);
   if (server->context_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve HTTP on ", options.address,
-        " (the port is in use, or the host is not an address of this machine)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve HTTP on ", options.address,
+                     " (the port is in use, or the host is not an address of this machine)"));
   }
   mg_server_port ports[4];
   const int n = mg_get_server_ports(server->context_, 4, ports);
@@ -156,7 +175,8 @@ void HttpServer::Serve(mg_connection* connection) {
   request.authorization = Header(connection, "Authorization");
   if (HasBody(request.method)) {
     const int64_t limit = options_.max_body_bytes;
-    const std::string too_large = ErrorJson(absl::StrCat("the body is larger than ", limit, " bytes"));
+    const std::string too_large =
+        ErrorJson(absl::StrCat("the body is larger than ", limit, " bytes"));
     if (info->content_length > limit) {
       Write(connection, {413, "application/json", too_large});
       return;

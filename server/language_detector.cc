@@ -1,13 +1,13 @@
 #include "server/language_detector.h"
 
-// compact_lang_det.h uses FILE and std::vector without including their headers.
+#include <climits>
+
+// clang-format off: compact_lang_det.h uses FILE and std::vector without including their headers.
 #include <cstdio>
 #include <vector>
-
 #include <cld2/public/compact_lang_det.h>
 #include <cld2/public/encodings.h>
-
-#include <climits>
+// clang-format on
 
 namespace CLD2 {
 const char* LanguageCode(Language lang);  // lang_script.h, an internal header

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -26,14 +26,14 @@ std::string Dump(const json& value) {
 // English names of the commonest codes; others are named by their code.
 std::string LanguageName(const std::string& code) {
   static const std::map<std::string, std::string> kNames = {
-      {"ar", "Arabic"},   {"bg", "Bulgarian"}, {"ca", "Catalan"},   {"cs", "Czech"},
-      {"da", "Danish"},   {"de", "German"},    {"el", "Greek"},     {"en", "English"},
-      {"es", "Spanish"},  {"et", "Estonian"},  {"eu", "Basque"},    {"fi", "Finnish"},
-      {"fr", "French"},   {"ga", "Irish"},     {"gl", "Galician"},  {"he", "Hebrew"},
+      {"ar", "Arabic"},   {"bg", "Bulgarian"}, {"ca", "Catalan"},    {"cs", "Czech"},
+      {"da", "Danish"},   {"de", "German"},    {"el", "Greek"},      {"en", "English"},
+      {"es", "Spanish"},  {"et", "Estonian"},  {"eu", "Basque"},     {"fi", "Finnish"},
+      {"fr", "French"},   {"ga", "Irish"},     {"gl", "Galician"},   {"he", "Hebrew"},
       {"hi", "Hindi"},    {"hu", "Hungarian"}, {"id", "Indonesian"}, {"it", "Italian"},
       {"ja", "Japanese"}, {"ko", "Korean"},    {"lt", "Lithuanian"}, {"lv", "Latvian"},
       {"nl", "Dutch"},    {"pl", "Polish"},    {"pt", "Portuguese"}, {"ro", "Romanian"},
-      {"ru", "Russian"},  {"sk", "Slovak"},    {"sl", "Slovenian"}, {"sv", "Swedish"},
+      {"ru", "Russian"},  {"sk", "Slovak"},    {"sl", "Slovenian"},  {"sv", "Swedish"},
       {"tr", "Turkish"},  {"uk", "Ukrainian"}, {"vi", "Vietnamese"}, {"zh", "Chinese"}};
   auto it = kNames.find(code);
   return it == kNames.end() ? code : it->second;
@@ -63,7 +63,8 @@ std::vector<std::string> HtmlTexts(absl::string_view html, const HtmlText& nodes
   std::vector<std::string> out;
   for (size_t k = 0; k < n; ++k) {
     std::vector<std::string> translations;
-    for (const auto& texts : node_texts) translations.push_back(texts[std::min(k, texts.size() - 1)]);
+    for (const auto& texts : node_texts)
+      translations.push_back(texts[std::min(k, texts.size() - 1)]);
     out.push_back(ReplaceHtmlText(html, nodes, translations));
   }
   return out;
@@ -123,8 +124,8 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
   if (r.target.empty()) return Invalid("missing target parameter");
   const std::string format = r.format.empty() ? "text" : r.format;
   if (format != "text" && format != "html") {
-    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(format),
-                                                   " format is not supported: use text or html"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(QuoteForMessage(format), " format is not supported: use text or html"));
   }
   // "auto": the language of all the texts together (CLD2), whose model translates them all.
   std::optional<DetectedLanguage> detected;
@@ -148,7 +149,8 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
     }
     auto page = ExtractHtmlText(r.q[i]);
     if (!page.ok()) {
-      return absl::Status(page.status().code(), absl::StrCat("q ", i, ": ", page.status().message()));
+      return absl::Status(page.status().code(),
+                          absl::StrCat("q ", i, ": ", page.status().message()));
     }
     first.push_back(request.texts_size());
     for (const std::string& text : page->texts) request.add_texts(text);
@@ -167,11 +169,12 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
   if (!response.ok()) return response.status();
   json texts = json::array(), alternatives = json::array();
   for (size_t i = 0; i < r.q.size(); ++i) {
-    std::vector<std::string> hypotheses =
-        format == "text" ? Texts(response->translations(static_cast<int>(i)))
-                         : HtmlTexts(r.q[i], pages[i], *response, first[i]);
+    std::vector<std::string> hypotheses = format == "text"
+                                              ? Texts(response->translations(static_cast<int>(i)))
+                                              : HtmlTexts(r.q[i], pages[i], *response, first[i]);
     texts.push_back(hypotheses.front());
-    alternatives.push_back(json(std::vector<std::string>(hypotheses.begin() + 1, hypotheses.end())));
+    alternatives.push_back(
+        json(std::vector<std::string>(hypotheses.begin() + 1, hypotheses.end())));
   }
   json out;
   out["translatedText"] = r.batch ? texts : texts[0];

@@ -63,8 +63,10 @@ absl::StatusOr<LibreRequest> FromJson(absl::string_view body) {
     *out = it->get<std::string>();
     return absl::OkStatus();
   };
-  for (auto [name, out] : {std::pair{"source", &r.source}, {"target", &r.target},
-                           {"format", &r.format}, {"api_key", &r.api_key}}) {
+  for (auto [name, out] : {std::pair{"source", &r.source},
+                           {"target", &r.target},
+                           {"format", &r.format},
+                           {"api_key", &r.api_key}}) {
     if (absl::Status s = string_field(name, out); !s.ok()) return s;
   }
   if (auto q = doc.find("q"); q != doc.end()) {
@@ -111,8 +113,7 @@ absl::StatusOr<LibreRequest> FromForm(const HttpRequest& request) {
     } else if (name == "api_key") {
       r.api_key = value;
     } else if (name == "alternatives" && !value.empty()) {
-      if (!absl::SimpleAtoi(value, &r.alternatives) || r.alternatives < 0 ||
-          r.alternatives > 64) {
+      if (!absl::SimpleAtoi(value, &r.alternatives) || r.alternatives < 0 || r.alternatives > 64) {
         return Invalid("alternatives must be a whole number from 0 to 64");
       }
     }

@@ -17,8 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   glossa::server::HttpRequest request;
   request.method = "POST";
   request.path = "/translate";
-  request.content_type = data[0] % 2 == 0 ? "application/json; charset=utf-8"
-                                          : "application/x-www-form-urlencoded";
+  request.content_type =
+      data[0] % 2 == 0 ? "application/json; charset=utf-8" : "application/x-www-form-urlencoded";
   request.body.assign(reinterpret_cast<const char*>(data + 1), size - 1);
   request.query = request.body.substr(0, request.body.size() / 4);
 
@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                "a refusal that is not INVALID_ARGUMENT");
     FUZZ_CHECK(!parsed.status().message().empty(), "a refusal without a message");
   } else {
-    FUZZ_CHECK(parsed->alternatives >= 0 && parsed->alternatives <= 64, "alternatives out of range");
+    FUZZ_CHECK(parsed->alternatives >= 0 && parsed->alternatives <= 64,
+               "alternatives out of range");
     FUZZ_CHECK(parsed->batch || parsed->q.size() <= 1, "several q without an array");
   }
 

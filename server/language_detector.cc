@@ -2,7 +2,8 @@
 
 #include <climits>
 
-// clang-format off: compact_lang_det.h uses FILE and std::vector without including their headers.
+// compact_lang_det.h uses FILE and std::vector without including their headers.
+// clang-format off
 #include <cstdio>
 #include <vector>
 #include <cld2/public/compact_lang_det.h>

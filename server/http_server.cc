@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/read_watchdog.h"
@@ -124,6 +125,12 @@ HttpServer::BodyRead HttpServer::ReadBody(mg_connection* connection, const mg_re
                                           std::string* body) {
   // civetweb reads Content-Length and chunked bodies alike; the watchdog ends a read that is
   // still going at the deadline (see read_watchdog.h).
+  // A client that asks before sending its body (curl does for large ones) would wait for a
+  // second or more: civetweb answers "Expect: 100-continue" only for its own file handlers.
+  const char* expect = mg_get_header(connection, "Expect");
+  if (expect != nullptr && absl::EqualsIgnoreCase(expect, "100-continue")) {
+    mg_printf(connection, "HTTP/1.1 100 Continue\r\n\r\n");
+  }
   const int fd = FindConnectionSocket(info->remote_addr, info->remote_port, info->server_port);
   const uint64_t ticket = fd >= 0 ? watchdog_.Arm(fd, absl::Now() + options_.timeout) : 0;
   BodyRead result = BodyRead::kComplete;

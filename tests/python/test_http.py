@@ -597,6 +597,22 @@ class HostileClientTest(HttpTestCase):
         self.assertLess(elapsed, 12, "a slow body held the connection")
         self.assertStillServes()
 
+    def test_expect_100_continue_is_answered(self):
+        body = json.dumps({"q": "Hola.", "source": "es", "target": "en"}).encode()
+        with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as s:
+            s.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+            s.settimeout(5)
+            self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 100 Continue"))
+            s.sendall(body)
+            reply = b""
+            while b"translatedText" not in reply:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply[:200])
+
     def test_garbage_request_lines(self):
         for data in [b"\x00\xff\xfe garbage\r\n\r\n", b"GET\r\n\r\n", b"POST / HTTP/9.9\r\n\r\n",
                      b"GET /%ZZ%00 HTTP/1.1\r\nHost: x\r\n\r\n",

@@ -493,7 +493,11 @@ class DrainTest(HttpTestCase):
                                                              "target": "en"})
         worker = threading.Thread(target=call)
         worker.start()
-        time.sleep(1.0)  # the request is in the engine
+        deadline = time.monotonic() + 60
+        while (time.monotonic() < deadline and
+               self.metric("glossa_active_sequences", model=ts.MODEL_NAME) +
+               self.metric("glossa_queue_depth", model=ts.MODEL_NAME) == 0):
+            time.sleep(0.05)  # until the request is in the engine
         self.server.proc.send_signal(signal.SIGTERM)
         worker.join(timeout=120)
         self.assertFalse(worker.is_alive(), "the HTTP request never ended")

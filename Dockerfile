@@ -29,7 +29,7 @@ FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libgrpc++1.51 libgrpc29 libprotobuf32 libdnnl2 \
       libabsl20220623 libgomp1 ocl-icd-libopencl1 zlib1g libprometheus-cpp-core1.0 \
-      libprometheus-cpp-pull1.0 python3 python3-numpy \
+      libprometheus-cpp-pull1.0 libcivetweb1 libicu72 libgumbo1 libcld2-0 python3 python3-numpy \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 glossa \
  && useradd --system --uid 10001 --gid 10001 --home-dir /opt/glossa --no-create-home glossa \
@@ -42,8 +42,9 @@ ENV PATH=/opt/glossa/bin:/opt/glossa/model_tools:$PATH OMP_WAIT_POLICY=passive
 WORKDIR /models
 # Numeric, so that Kubernetes' runAsNonRoot can verify it.
 USER 10001:10001
-# gRPC (Translator, health, reflection) and Prometheus metrics (/metrics).
-EXPOSE 50051 9464
+# gRPC (Translator, health, reflection), Prometheus metrics (/metrics) and the HTTP/JSON API
+# with its page (LibreTranslate's /translate, /v1/translate, /).
+EXPOSE 50051 9464 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD ["glossa-client", "--server", "127.0.0.1:50051", "--health", "--timeout", "2s"]
 # SIGTERM (docker stop, Kubernetes): health turns NOT_SERVING, in-flight requests finish (up to

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The container image's entrypoint (/opt/glossa/bin/glossa-entrypoint): runs glossa-server on
-# 0.0.0.0:50051 (gRPC) and 0.0.0.0:9464 (metrics), configured by arguments or environment:
+# 0.0.0.0:50051 (gRPC), 0.0.0.0:9464 (metrics) and 0.0.0.0:8080 (HTTP/JSON and the page),
+# configured by arguments or environment:
 #   GLOSSA_MODELS="name=/models/x.glossa,other=/models/y.glossa"   the models (--model), unless
 #                  the arguments or GLOSSA_FLAGS name --model; unset: the bundled demo model
 #   GLOSSA_FLAGS="--workers=2 --threads=1 --shutdown_timeout=30s"   more glossa-server flags,
@@ -27,4 +28,5 @@ done
 # in-flight requests for up to --shutdown_timeout, then exits 0).
 # shellcheck disable=SC2086
 exec /opt/glossa/bin/glossa-server --listen 0.0.0.0:50051 --metrics_listen 0.0.0.0:9464 \
+  --http_listen 0.0.0.0:8080 \
   ${models:+--model "$models"} ${GLOSSA_FLAGS:-} "$@"

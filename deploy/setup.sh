@@ -4,20 +4,26 @@
 #   GLOSSA_SETUP_MINIMAL=1     skip test-only packages (used by the Docker build stage)
 set -euo pipefail
 
+# libcivetweb-dev: the HTTP API's server (prometheus-cpp already links civetweb for /metrics);
+# libicu-dev: sentence breaks for split_sentences (documents); libgumbo-dev: format=html;
+# libcld2-dev: language identification (LibreTranslate's /detect and source "auto").
 BUILD_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates dpkg-dev
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libabsl-dev prometheus-cpp-dev
   nlohmann-json3-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libcivetweb-dev libicu-dev libgumbo-dev libcld2-dev
   python3 python3-numpy python3-torch
 )
 # podman and friends: the container test builds the top-level Dockerfile and runs the image
 # (../shared/NOTES-containers.md; debootstrap makes the debian:12-slim base without a registry).
 # clang-14 and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz targets (tests/fuzz);
 # libomp-14-dev only for clang's omp.h (that build links GCC's libgomp, as oneDNN does).
+# chromium and python3-websocket: the web page test drives headless Chromium over DevTools.
 TEST_PACKAGES=(python3-grpcio python3-protobuf python3-yaml prometheus
                podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs
-               clang-14 libclang-rt-14-dev libomp-14-dev)
+               clang-14 libclang-rt-14-dev libomp-14-dev
+               chromium python3-websocket)
 
 SPM_PREFIX=${GLOSSA_SPM_PREFIX:-/opt/glossa/sentencepiece}
 SPM_VERSION=0.1.97

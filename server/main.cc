@@ -21,6 +21,8 @@
 #include "absl/strings/str_join.h"
 #include "util/status_macros.h"
 #include "absl/time/clock.h"
+#include "server/http_api.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/model_registry.h"
 #include "server/service.h"
@@ -42,6 +44,18 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus metrics address, HOST:PORT, served at /metrics (port 0 picks a free one; "
           "empty: no metrics endpoint). If this default address is taken the server warns and "
           "runs without metrics; an address given explicitly must be free.");
+ABSL_FLAG(std::string, http_listen, "127.0.0.1:8080",
+          "HTTP/JSON address, HOST:PORT: LibreTranslate's POST /translate, GET /languages and "
+          "POST /detect, Glossa's POST /v1/translate and GET /v1/models (protobuf JSON), and a "
+          "page to try it at / (port 0 picks a free one; empty: no HTTP). If this default "
+          "address is taken the server warns and runs without HTTP; an address given explicitly "
+          "must be free. Bodies are limited by --max_message_bytes.");
+ABSL_FLAG(int, http_threads, 16, "HTTP requests served at once (a thread each)");
+ABSL_FLAG(absl::Duration, http_timeout, absl::Seconds(30),
+          "HTTP: the longest a client may take to send a request (headers and body), and each "
+          "network write; slower clients are disconnected");
+ABSL_FLAG(absl::Duration, http_translate_timeout, absl::Seconds(120),
+          "HTTP: the deadline of one translation (then 504)");
 ABSL_FLAG(int, workers, 0, "Engine workers (step loops) per model; 0 = one per CPU core, at "
           "most 8. Each worker batches the sentences it holds step by step; measured on 2 cores, "
           "2 workers x 1 thread served 32 clients 1.6x faster than 1 x 1");
@@ -180,11 +194,13 @@ sigset_t BlockShutdownSignals() {
 int main(int argc, char** argv) {
   glossa::UsePassiveOmpWait(argv);
   glossa::SetUsage(
-      "Serves translation models over gRPC (service glossa.v1.Translator, health, reflection).\n"
+      "Serves translation models over gRPC (service glossa.v1.Translator, health, reflection)\n"
+      "and HTTP/JSON (LibreTranslate's API, /v1/translate, and a page to try it at /).\n"
       "  glossa-server [--model NAME=PATH ...] [--listen HOST:PORT]");
   std::vector<std::string> merged;
   MergeRepeatedModelFlags(argc, argv, merged);
   const bool metrics_listen_given = FlagOnCommandLine(argc, argv, "metrics_listen");
+  const bool http_listen_given = FlagOnCommandLine(argc, argv, "http_listen");
   absl::ParseCommandLine(argc, argv);
   const sigset_t signals = BlockShutdownSignals();
 
@@ -281,6 +297,35 @@ int main(int argc, char** argv) {
     service.RequireToken(std::string(absl::StripAsciiWhitespace(*token)));
   }
 
+  // HTTP after the token is set: its routes check the same one.
+  std::unique_ptr<glossa::server::HttpApi> http_api;
+  std::unique_ptr<glossa::server::HttpServer> http_server;
+  if (const std::string http_listen = absl::GetFlag(FLAGS_http_listen); !http_listen.empty()) {
+    http_api = std::make_unique<glossa::server::HttpApi>(
+        &service, absl::GetFlag(FLAGS_http_translate_timeout));
+    glossa::server::HttpServerOptions options;
+    options.address = http_listen;
+    options.threads = std::max(1, absl::GetFlag(FLAGS_http_threads));
+    options.timeout = absl::GetFlag(FLAGS_http_timeout);
+    options.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+    auto started = glossa::server::HttpServer::Start(
+        options, [api = http_api.get()](const glossa::server::HttpRequest& request) {
+          return api->Handle(request);
+        });
+    if (started.ok()) {
+      http_server = *std::move(started);
+      const std::string host = http_listen.substr(0, http_listen.rfind(':'));
+      std::printf("glossa-server: HTTP on http://%s:%d/\n", host.c_str(), http_server->port());
+    } else if (http_listen_given) {
+      std::cerr << "glossa-server: " << started.status().message()
+                << " (--http_listen \"\" turns HTTP off)\n";
+      return 2;
+    } else {
+      std::cerr << "glossa-server: warning: " << started.status().message()
+                << " (running without HTTP; set --http_listen)\n";
+    }
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -315,10 +360,18 @@ int main(int argc, char** argv) {
               absl::FormatDuration(timeout).c_str());
   std::fflush(stdout);
   health->Shutdown();  // every service reports NOT_SERVING from now on
-  service.StartDraining();
+  service.StartDraining();  // HTTP requests too get UNAVAILABLE (503) from now on
   const absl::Time deadline = absl::Now() + timeout;
+  // HTTP requests in progress are answered before HTTP stops (a stopped civetweb cannot write),
+  // alongside gRPC's; the engines finish (or, past the deadline, end) the jobs of both.
+  std::thread http_stop([&http_server, deadline] {
+    if (http_server == nullptr) return;
+    http_server->Drain(deadline + absl::Seconds(10));  // the jobs end by the deadline
+    http_server.reset();
+  });
   server->Shutdown(absl::ToChronoTime(deadline));  // waits for in-flight calls, then cancels
-  (*registry)->Shutdown(absl::Now());
+  (*registry)->Shutdown(deadline);
+  http_stop.join();
   std::printf("glossa-server: stopped\n");
   return 0;
 }

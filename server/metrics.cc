@@ -126,9 +126,26 @@ const char* MethodName(Method method) {
       return "TranslateStream";
     case Method::kListModels:
       return "ListModels";
+    case Method::kHttpTranslate:
+      return "/translate";
+    case Method::kHttpV1Translate:
+      return "/v1/translate";
+    case Method::kHttpV1Models:
+      return "/v1/models";
+    case Method::kHttpLanguages:
+      return "/languages";
+    case Method::kHttpDetect:
+      return "/detect";
   }
   return "";
 }
+
+bool IsTranslation(Method method) {
+  return method == Method::kTranslate || method == Method::kTranslateStream ||
+         method == Method::kHttpTranslate || method == Method::kHttpV1Translate;
+}
+
+bool IsGrpc(Method method) { return static_cast<int>(method) <= 2; }
 
 const char* StatusCodeName(grpc::StatusCode code) { return kStatusCodeNames[CodeIndex(code)]; }
 
@@ -264,10 +281,10 @@ void MetricsCollector::CollectRequests(std::vector<MetricFamily>* out) const {
   for (int model = 0; model < static_cast<int>(models.size()); ++model) {
     for (int m = 0; m < kNumMethods; ++m) {
       const Method method = static_cast<Method>(m);
-      const bool translation = method != Method::kListModels;
+      const bool translation = IsTranslation(method);
       // The series every dashboard expects exist from the start (at 0); the others appear with
       // their first request.
-      const bool expected = (model > 0) == translation;
+      const bool expected = IsGrpc(method) && (model > 0) == translation;
       const RequestMetrics::Series& s = requests_->series(model, method);
       const std::vector<ClientMetric::Label> labels = {{"method", MethodName(method)},
                                                        {"model", models[model]}};
@@ -289,8 +306,8 @@ void MetricsCollector::CollectRequests(std::vector<MetricFamily>* out) const {
     }
     if (model > 0) {
       uint64_t copied = 0, cut = 0;
-      for (Method method : {Method::kTranslate, Method::kTranslateStream}) {
-        const RequestMetrics::Series& s = requests_->series(model, method);
+      for (int m = 0; m < kNumMethods; ++m) {
+        const RequestMetrics::Series& s = requests_->series(model, static_cast<Method>(m));
         copied += s.untranslated.load(std::memory_order_relaxed);
         cut += s.truncated.load(std::memory_order_relaxed);
       }

@@ -42,11 +42,26 @@ class Exposer;
 
 namespace glossa::server {
 
-enum class Method { kTranslate = 0, kTranslateStream = 1, kListModels = 2 };
-inline constexpr int kNumMethods = 3;
+// gRPC's methods, then the HTTP API's routes (server/http_api.h), labelled by their path.
+enum class Method {
+  kTranslate = 0,
+  kTranslateStream = 1,
+  kListModels = 2,
+  kHttpTranslate = 3,    // LibreTranslate's POST /translate
+  kHttpV1Translate = 4,  // POST /v1/translate
+  kHttpV1Models = 5,     // GET /v1/models
+  kHttpLanguages = 6,    // LibreTranslate's GET /languages
+  kHttpDetect = 7,       // LibreTranslate's POST /detect
+};
+inline constexpr int kNumMethods = 8;
+// Methods that translate (they have token counts), and those of gRPC (their series exist at 0
+// from the start, as dashboards expect).
+bool IsTranslation(Method method);
+bool IsGrpc(Method method);
 inline constexpr int kNumStatusCodes = 17;  // grpc::StatusCode OK (0) .. UNAUTHENTICATED (16)
 
-// The `method` label: "Translate", "TranslateStream", "ListModels".
+// The `method` label: "Translate", "TranslateStream", "ListModels", or the HTTP path
+// ("/translate", "/v1/translate", "/v1/models", "/languages", "/detect").
 const char* MethodName(Method method);
 // The `code` label: the gRPC status code's name, "OK", "INVALID_ARGUMENT", ...
 const char* StatusCodeName(grpc::StatusCode code);

@@ -150,6 +150,20 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
                           ResolveLanguages(model.info(), model.tokenizer(), options.source_language,
                                            options.target_language));
   std::vector<std::string> texts(request.texts().begin(), request.texts().end());
+  if (request.split_sentences()) {
+    if (stream) {
+      return absl::InvalidArgumentError(
+          "TranslateStream translates its text as one sentence: use Translate for split_sentences");
+    }
+    // The locale of the sentence rules: the request's source language, else the model's.
+    const std::string& language = request.source_language().empty()
+                                      ? model.info().source_language
+                                      : request.source_language();
+    GLOSSA_ASSIGN_OR_RETURN(Documents documents,
+                            SplitDocuments(model, texts, language, limits.max_text_tokens));
+    texts = documents.sentences;
+    p.documents = std::make_shared<const Documents>(std::move(documents));
+  }
   GLOSSA_ASSIGN_OR_RETURN(p.sources, TokenizeTexts(model, texts, limits.max_text_tokens,
                                                    languages.source_token));
   p.source_token = languages.source_token;

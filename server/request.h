@@ -4,7 +4,10 @@
 #ifndef GLOSSA_SERVER_REQUEST_H_
 #define GLOSSA_SERVER_REQUEST_H_
 
+#include <memory>
+
 #include "absl/status/statusor.h"
+#include "engine/document.h"
 #include "engine/text_job.h"
 #include "glossa/v1/translator.pb.h"
 #include "server/model_registry.h"
@@ -19,6 +22,8 @@ struct RequestLimits {
 
 struct PreparedRequest {
   LoadedModel* model = nullptr;
+  // With split_sentences: the sentences translated (`sources` are theirs) and how to join them.
+  std::shared_ptr<const Documents> documents;
   TextSources sources;
   SearchOptions search;
   Lane lane = Lane::kInteractive;

@@ -95,7 +95,8 @@ std::vector<std::optional<Translation>> TakeCached(ResultCache* cache,
                                                    const std::vector<std::string>& texts,
                                                    PreparedRequest* p) {
   std::vector<std::optional<Translation>> cached(texts.size());
-  if (cache == nullptr || !p->deterministic) return cached;
+  // Documents (split_sentences) are not cached: their sources are sentences, not the texts.
+  if (cache == nullptr || !p->deterministic || p->documents != nullptr) return cached;
   TextSources& s = p->sources;
   size_t kept = 0;
   for (size_t k = 0; k < s.sources.size(); ++k) {
@@ -113,7 +114,7 @@ std::vector<std::optional<Translation>> TakeCached(ResultCache* cache,
 void StoreAndMerge(ResultCache* cache, const std::vector<std::string>& texts,
                    const PreparedRequest& p, std::vector<std::optional<Translation>> cached,
                    std::vector<Translation>* translations) {
-  if (cache != nullptr && p.deterministic) {
+  if (cache != nullptr && p.deterministic && p.documents == nullptr) {
     for (size_t i : p.sources.text_index) cache->Insert(CacheKey(p, texts[i]), (*translations)[i]);
   }
   for (size_t i = 0; i < cached.size() && i < translations->size(); ++i) {

@@ -6,8 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "engine/document.h"
 #include "server/status_util.h"
 #include "text/languages.h"
+#include "util/status_macros.h"
 
 namespace glossa::server {
 namespace {
@@ -46,13 +48,21 @@ void CancelUnlessExpired(Job* job, const grpc::CallbackServerContext* context) {
   job->Cancel();
 }
 
-std::shared_ptr<Job> NewJob(const PreparedRequest& p, const grpc::CallbackServerContext* context) {
+std::shared_ptr<Job> NewJob(const PreparedRequest& p, absl::Time deadline) {
   auto job = std::make_shared<Job>();
   job->sources = p.sources.sources;
   job->search = p.search;
   job->lane = p.lane;
-  job->deadline = Deadline(context);
+  job->deadline = deadline;
   return job;
+}
+
+// Compared in constant time (for the secret's length), so that timing does not reveal a prefix.
+bool SameSecret(absl::string_view presented, absl::string_view secret) {
+  if (presented.size() != secret.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < secret.size(); ++i) diff |= presented[i] ^ secret[i];
+  return diff == 0;
 }
 
 // What a successful translation adds to the request metrics: source tokens (EOS included, as
@@ -88,36 +98,27 @@ class TranslateCall final : public grpc::ServerUnaryReactor {
   TranslateCall(const TranslatorService& service, grpc::CallbackServerContext* context,
                 const grpc::ByteBuffer& request, grpc::ByteBuffer* response)
       : context_(context), record_(service.metrics(), Method::kTranslate) {
-    auto prepared = service.Prepare(*context, request, /*stream=*/false, &record_, &texts_);
-    if (!prepared.ok()) {
-      End(ToGrpcStatus(prepared.status()));
+    auto parsed = service.Parse(*context, request, &record_);
+    if (!parsed.ok()) {
+      End(ToGrpcStatus(parsed.status()));
       return;
     }
-    auto p = std::make_shared<PreparedRequest>(*std::move(prepared));
-    // Texts in the result cache are answered from it; the engine gets the others (maybe none:
-    // then Submit calls on_done at once).
-    ResultCache* cache = service.cache();
-    auto cached = std::make_shared<std::vector<std::optional<Translation>>>(
-        TakeCached(cache, texts_, p.get()));
-    job_ = NewJob(*p, context);
-    job_->on_done = [this, p, response, cache, cached](JobResult result) {
-      if (!result.ok()) {
-        End(ToGrpcStatus(result.status()));
-        return;
-      }
-      v1::TranslateResponse message;
-      message.set_model(p->model->name);
-      std::vector<Translation> translations =
-          DetokenizeResults(*p->model->model, p->sources, *std::move(result));
-      StoreAndMerge(cache, texts_, *p, std::move(*cached), &translations);
-      for (const Translation& t : translations) {
-        ToProto(t, p->return_scores, message.add_translations());
-      }
-      SetResult(*p, texts_, translations, &record_);
-      *response = Serialize(message);
-      End(grpc::Status::OK);  // the reactor may be gone after this line
-    };
-    const absl::Status submitted = p->model->engine->Submit(job_);
+    auto job = service.NewTranslateJob(
+        *parsed, Deadline(context), &record_,
+        [this, response](absl::StatusOr<v1::TranslateResponse> result) {
+          if (!result.ok()) {
+            End(ToGrpcStatus(result.status()));
+            return;
+          }
+          *response = Serialize(*result);
+          End(grpc::Status::OK);  // the reactor may be gone after this line
+        });
+    if (!job.ok()) {
+      End(ToGrpcStatus(job.status()));
+      return;
+    }
+    job_ = job->job;
+    const absl::Status submitted = job->engine->Submit(job_);
     if (!submitted.ok()) End(ToGrpcStatus(submitted));
   }
   void OnCancel() override { CancelUnlessExpired(job_.get(), context_); }
@@ -132,7 +133,6 @@ class TranslateCall final : public grpc::ServerUnaryReactor {
 
   const grpc::CallbackServerContext* context_;
   RpcRecord record_;
-  std::vector<std::string> texts_;
   std::shared_ptr<Job> job_;
 };
 
@@ -161,7 +161,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     // The client knows its target prefix: the pieces stream the completion.
     sent_tokens_ = p_->search.prefix.size();
     sent_text_ = p_->model->model->tokenizer().DecodeTarget(p_->search.prefix);
-    job_ = NewJob(*p_, context);
+    job_ = NewJob(*p_, Deadline(context));
     job_->on_tokens = [this](const std::vector<int>& stable) { OnTokens(stable); };
     job_->on_done = [this, cache](JobResult result) {
       if (!result.ok()) {
@@ -275,23 +275,24 @@ TranslatorService::TranslatorService(const ModelRegistry* registry, RequestLimit
 
 absl::Status TranslatorService::Authenticate(const grpc::CallbackServerContext& context) const {
   if (token_.empty()) return absl::OkStatus();
-  const std::string expected = "Bearer " + token_;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
-  bool same = it != metadata.end() && it->second.size() == expected.size();
-  if (same) {  // compared in constant time
-    unsigned char diff = 0;
-    for (size_t i = 0; i < expected.size(); ++i) diff |= it->second.data()[i] ^ expected[i];
-    same = diff == 0;
+  if (it != metadata.end() &&
+      SameSecret(absl::string_view(it->second.data(), it->second.size()), "Bearer " + token_)) {
+    return absl::OkStatus();
   }
-  if (same) return absl::OkStatus();
   return absl::UnauthenticatedError(
       "this server requires a bearer token: send the metadata 'authorization: Bearer <token>'");
 }
 
-absl::StatusOr<PreparedRequest> TranslatorService::Prepare(
-    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer, bool stream,
-    RpcRecord* record, std::vector<std::string>* texts) const {
+absl::Status TranslatorService::CheckToken(absl::string_view token) const {
+  if (token_.empty() || SameSecret(token, token_)) return absl::OkStatus();
+  return absl::UnauthenticatedError("this server requires an API key (the server's bearer token)");
+}
+
+absl::StatusOr<v1::TranslateRequest> TranslatorService::Parse(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer,
+    RpcRecord* record) const {
   if (absl::Status auth = Authenticate(context); !auth.ok()) return auth;
   if (!buffer.Valid()) {
     // No request message at all (a valid empty request is an empty but valid buffer): the
@@ -310,8 +311,66 @@ absl::StatusOr<PreparedRequest> TranslatorService::Prepare(
   if (!parsed) {
     return absl::InvalidArgumentError("the request is not a valid glossa.v1.TranslateRequest");
   }
-  texts->assign(request.texts().begin(), request.texts().end());
-  return PrepareRequest(request, *registry_, limits_, stream);
+  return request;
+}
+
+absl::StatusOr<PreparedRequest> TranslatorService::Prepare(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer, bool stream,
+    RpcRecord* record, std::vector<std::string>* texts) const {
+  GLOSSA_ASSIGN_OR_RETURN(v1::TranslateRequest request, Parse(context, buffer, record));
+  return PrepareParsed(request, stream, record, texts);
+}
+
+absl::StatusOr<PreparedRequest> TranslatorService::PrepareParsed(
+    const v1::TranslateRequest& request, bool stream, RpcRecord* record,
+    std::vector<std::string>* texts) const {
+  record->SetModel(request.model());
+  if (draining_.load()) {
+    return absl::UnavailableError("the server is shutting down: retry on another replica");
+  }
+  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest p, PrepareRequest(request, *registry_, limits_, stream));
+  // What SetResult compares the translations with: the sentences when the texts were split.
+  if (p.documents != nullptr) {
+    *texts = p.documents->sentences;
+  } else {
+    texts->assign(request.texts().begin(), request.texts().end());
+  }
+  return p;
+}
+
+absl::StatusOr<TranslatorService::TranslateJob> TranslatorService::NewTranslateJob(
+    const v1::TranslateRequest& request, absl::Time deadline, RpcRecord* record,
+    TranslateDone done) const {
+  auto texts = std::make_shared<std::vector<std::string>>();
+  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest prepared,
+                          PrepareParsed(request, /*stream=*/false, record, texts.get()));
+  auto p = std::make_shared<PreparedRequest>(std::move(prepared));
+  // Texts in the result cache are answered from it; the engine gets the others (maybe none:
+  // then Submit calls on_done at once).
+  auto cached = std::make_shared<std::vector<std::optional<Translation>>>(
+      TakeCached(cache_, *texts, p.get()));
+  TranslateJob out;
+  out.engine = p->model->engine.get();
+  out.job = NewJob(*p, deadline);
+  out.job->on_done = [p, texts, record, cached, cache = cache_,
+                      done = std::move(done)](JobResult result) {
+    if (!result.ok()) {
+      done(result.status());
+      return;
+    }
+    std::vector<Translation> translations =
+        DetokenizeResults(*p->model->model, p->sources, *std::move(result));
+    StoreAndMerge(cache, *texts, *p, std::move(*cached), &translations);
+    SetResult(*p, *texts, translations, record);  // per sentence when the texts were split
+    if (p->documents != nullptr) translations = JoinDocuments(*p->documents, translations);
+    v1::TranslateResponse message;
+    message.set_model(p->model->name);
+    for (const Translation& t : translations) {
+      ToProto(t, p->return_scores, message.add_translations());
+    }
+    done(std::move(message));
+  };
+  return out;
 }
 
 grpc::ServerUnaryReactor* TranslatorService::Translate(grpc::CallbackServerContext* context,
@@ -335,6 +394,10 @@ absl::StatusOr<v1::ListModelsResponse> TranslatorService::ListModels(
       !request.ParseFromArray(slice.begin(), static_cast<int>(slice.size()))) {
     return absl::InvalidArgumentError("the request is not a valid glossa.v1.ListModelsRequest");
   }
+  return Models();
+}
+
+v1::ListModelsResponse TranslatorService::Models() const {
   v1::ListModelsResponse response;
   for (const auto& [name, entry] : registry_->models()) {
     const ModelInfo& info = entry->model->info();

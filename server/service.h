@@ -5,6 +5,8 @@
 #define GLOSSA_SERVER_SERVICE_H_
 
 #include <atomic>
+#include <functional>
+#include <memory>
 
 #include <grpcpp/generic/async_generic_service.h>
 
@@ -46,16 +48,44 @@ class TranslatorService final : public TranslatorBase {
   void RequireToken(std::string token) { token_ = std::move(token); }
   // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
   absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
+  // The same check for other transports (HTTP): `token` is what the client presented.
+  absl::Status CheckToken(absl::string_view token) const;
 
+  // Authentication and parsing of a gRPC TranslateRequest (UNAVAILABLE while draining comes
+  // before a parse failure); tells `record` the model the request names.
+  absl::StatusOr<v1::TranslateRequest> Parse(const grpc::CallbackServerContext& context,
+                                             const grpc::ByteBuffer& request,
+                                             RpcRecord* record) const;
   // Parsing and validation shared by both translation RPCs (UNAVAILABLE while draining). Tells
   // `record` the model the request names (even when it fails) and keeps the texts in `texts`.
   absl::StatusOr<PreparedRequest> Prepare(const grpc::CallbackServerContext& context,
                                           const grpc::ByteBuffer& request, bool stream,
                                           RpcRecord* record, std::vector<std::string>* texts) const;
+  // Prepare's checks of a parsed request: what every transport shares.
+  absl::StatusOr<PreparedRequest> PrepareParsed(const v1::TranslateRequest& request, bool stream,
+                                                RpcRecord* record,
+                                                std::vector<std::string>* texts) const;
+
+  // The unary translation behind gRPC's Translate and the HTTP API, transport-neutral: validates
+  // `request` (PrepareParsed) and returns a job for `engine` whose on_done builds the response,
+  // records the result in `record` (which must outlive the job; the caller finishes it) and calls
+  // `done` once. Nothing runs until the caller submits the job (Engine::Submit); when that fails,
+  // `done` is never called.
+  using TranslateDone = std::function<void(absl::StatusOr<v1::TranslateResponse>)>;
+  struct TranslateJob {
+    std::shared_ptr<Job> job;
+    Engine* engine = nullptr;
+  };
+  absl::StatusOr<TranslateJob> NewTranslateJob(const v1::TranslateRequest& request,
+                                               absl::Time deadline, RpcRecord* record,
+                                               TranslateDone done) const;
+  // ListModels' answer, for any transport (the caller authenticates).
+  v1::ListModelsResponse Models() const;
   RequestMetrics* metrics() const { return metrics_; }
   // The result cache (null: none). Must outlive the service.
   void SetCache(ResultCache* cache) { cache_ = cache; }
   ResultCache* cache() const { return cache_; }
+  const ModelRegistry& registry() const { return *registry_; }
 
  private:
   const ModelRegistry* registry_;

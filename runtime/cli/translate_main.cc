@@ -42,6 +42,9 @@ ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP team used by oneDNN)");
 ABSL_FLAG(int, batch_size, 32, "Sentences encoded and decoded together");
 ABSL_FLAG(std::string, compute_type, "", glossa::kComputeTypeFlagHelp);
 ABSL_FLAG(bool, float32_output_layer, false, glossa::kFloat32OutputLayerFlagHelp);
+ABSL_FLAG(bool, split_sentences, false, "Translate each sentence of a line on its own (ICU's "
+          "sentence breaks for the model's source language; over-long sentences cut further) and "
+          "join the translations with the line's own spacing");
 ABSL_FLAG(int, chunk_lines, 1024, "Lines read, sorted by length and translated at a time");
 
 namespace {
@@ -161,7 +164,9 @@ int main(int argc, char** argv) {
       lines.push_back(line);
     }
     if (lines.empty()) break;
-    auto results = translator.Translate(lines, opts);
+    auto results = absl::GetFlag(FLAGS_split_sentences)
+                       ? translator.TranslateDocuments(lines, opts)
+                       : translator.Translate(lines, opts);
     if (!results.ok()) {
       std::cerr << "glossa-translate: lines " << done + 1 << "-" << done + lines.size() << ": "
                 << results.status().message() << "\n";

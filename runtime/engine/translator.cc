@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "text/languages.h"
+#include "engine/document.h"
 #include "util/status_macros.h"
 
 namespace glossa {
@@ -73,6 +74,15 @@ absl::StatusOr<std::vector<Translation>> Translator::Translate(
                           TokenizeTexts(*model_, texts, 0, languages.source_token));
   GLOSSA_ASSIGN_OR_RETURN(auto hyps, TranslateIds(sources.sources, options));
   return DetokenizeResults(*model_, sources, std::move(hyps));
+}
+
+absl::StatusOr<std::vector<Translation>> Translator::TranslateDocuments(
+    const std::vector<std::string>& texts, const TranslateOptions& options) const {
+  GLOSSA_ASSIGN_OR_RETURN(Documents documents,
+                          SplitDocuments(*model_, texts, model_->info().source_language));
+  GLOSSA_ASSIGN_OR_RETURN(std::vector<Translation> sentences,
+                          Translate(documents.sentences, options));
+  return JoinDocuments(documents, sentences);
 }
 
 }  // namespace glossa

@@ -30,6 +30,10 @@ class Translator {
   // Empty texts translate to one empty hypothesis without decoding.
   absl::StatusOr<std::vector<Translation>> Translate(const std::vector<std::string>& texts,
                                                      const TranslateOptions& options) const;
+  // Each text cut into sentences (engine/document.h, the model's source language), all sentences
+  // translated as one job, each text rebuilt with its own whitespace.
+  absl::StatusOr<std::vector<Translation>> TranslateDocuments(const std::vector<std::string>& texts,
+                                                              const TranslateOptions& options) const;
   // The same from source ids (each ending with </s>); no text in the results.
   absl::StatusOr<std::vector<std::vector<Hypothesis>>> TranslateIds(
       const std::vector<std::vector<int>>& sources, const TranslateOptions& options) const;

@@ -55,6 +55,9 @@ ABSL_FLAG(std::string, source_language, "",
 ABSL_FLAG(std::string, target_language, "",
           "Language to translate into (as --source_language; Marian multi-target: >>fra<<). "
           "Recorded in the journal");
+ABSL_FLAG(bool, split_sentences, false,
+          "Translate each sentence of a segment on its own and join the translations with the "
+          "segment's own spacing (TranslateRequest.split_sentences: for paragraphs and documents)");
 ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per segment (0: the server's limit)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300), "Deadline of each request");
 ABSL_FLAG(int, max_attempts, 10,
@@ -173,6 +176,8 @@ glossa::batch::JobOptions JobFromFlags(std::string* error) {
                                    {"target_language", absl::GetFlag(FLAGS_target_language)}}) {
     if (!value.empty()) o.settings[key] = value;
   }
+  // Only when set: journals written before the flag existed still resume.
+  if (absl::GetFlag(FLAGS_split_sentences)) o.settings["split_sentences"] = true;
   *error = Validate(o);
   return o;
 }
@@ -182,6 +187,7 @@ glossa::batch::ClientOptions ClientFromFlags() {
   c.model = absl::GetFlag(FLAGS_model);
   c.source_language = absl::GetFlag(FLAGS_source_language);
   c.target_language = absl::GetFlag(FLAGS_target_language);
+  c.split_sentences = absl::GetFlag(FLAGS_split_sentences);
   c.decoding.set_beam_size(absl::GetFlag(FLAGS_beam_size));
   c.decoding.set_max_output_tokens(absl::GetFlag(FLAGS_max_output_tokens));
   c.priority = absl::GetFlag(FLAGS_priority) == "batch" ? glossa::v1::PRIORITY_BATCH

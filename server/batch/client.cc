@@ -105,6 +105,7 @@ grpc::Status TranslatorClient::Translate(const std::vector<std::string>& texts,
   request.set_model(options_.model);
   request.set_source_language(options_.source_language);
   request.set_target_language(options_.target_language);
+  request.set_split_sentences(options_.split_sentences);
   *request.mutable_options() = options_.decoding;
   request.set_priority(options_.priority);
   for (const std::string& text : texts) request.add_texts(text);

@@ -51,6 +51,7 @@ struct ClientOptions {
   std::string source_language, target_language;  // TranslateRequest's, empty: not sent
   glossa::v1::DecodingOptions decoding;
   glossa::v1::Priority priority = glossa::v1::PRIORITY_BATCH;
+  bool split_sentences = false;  // TranslateRequest.split_sentences
   absl::Duration timeout = absl::Seconds(300);  // deadline of each call
   RetryPolicy retry;
 };

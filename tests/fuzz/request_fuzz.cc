@@ -15,6 +15,7 @@
 #include "fuzz_util.h"
 #include "server/model_registry.h"
 #include "server/request.h"
+#include "text/sentences.h"
 #include "text/tokenizer.h"
 
 namespace {
@@ -43,6 +44,30 @@ const ModelRegistry& Registry(bool two_models) {
   return two_models ? *two : *one;
 }
 
+// Every text is its gaps and sentences, in order, byte for byte; no sentence is empty or has
+// spaces at its ends.
+void CheckDocuments(const glossa::Documents& d, const std::vector<std::string>& texts) {
+  FUZZ_CHECK(d.texts.size() == texts.size(), "a layout per text");
+  size_t next = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const glossa::Documents::Layout& layout = d.texts[i];
+    FUZZ_CHECK(!layout.gaps.empty() && layout.first == next, "layouts out of order");
+    const size_t n = layout.gaps.size() - 1;
+    FUZZ_CHECK(layout.first + n <= d.sentences.size(), "a layout past the sentences");
+    std::string rebuilt = layout.gaps[0];
+    for (size_t j = 0; j < n; ++j) {
+      const std::string& sentence = d.sentences[layout.first + j];
+      FUZZ_CHECK(!sentence.empty() && !glossa::IsLayoutSpace(sentence.front()) &&
+                     !glossa::IsLayoutSpace(sentence.back()),
+                 "an empty sentence, or one with spaces at an end");
+      rebuilt += sentence + layout.gaps[j + 1];
+    }
+    FUZZ_CHECK(rebuilt == texts[i], "a text does not rebuild from its sentences");
+    next = layout.first + n;
+  }
+  FUZZ_CHECK(next == d.sentences.size(), "sentences of no text");
+}
+
 void CheckPrepared(const glossa::server::PreparedRequest& p,
                    const glossa::v1::TranslateRequest& request,
                    const glossa::server::RequestLimits& limits, bool stream) {
@@ -55,13 +80,22 @@ void CheckPrepared(const glossa::server::PreparedRequest& p,
     FUZZ_CHECK(static_cast<int64_t>(text.size()) <= limits.max_text_bytes, "a text over the limit");
     FUZZ_CHECK(glossa::fuzz::ReferenceUtf8Valid(text), "invalid UTF-8 accepted");
   }
+  // With split_sentences the engine translates the sentences, which must rebuild each text.
+  std::vector<std::string> texts(request.texts().begin(), request.texts().end());
+  if (request.split_sentences()) {
+    FUZZ_CHECK(!stream && p.documents != nullptr, "split_sentences accepted without documents");
+    CheckDocuments(*p.documents, texts);
+    texts = p.documents->sentences;
+  } else {
+    FUZZ_CHECK(p.documents == nullptr, "documents without split_sentences");
+  }
   const glossa::TextSources& s = p.sources;
-  FUZZ_CHECK(s.num_texts == static_cast<size_t>(n), "num_texts differs from the request");
+  FUZZ_CHECK(s.num_texts == texts.size(), "num_texts differs from the texts translated");
   FUZZ_CHECK(s.sources.size() == s.text_index.size(), "sources and text_index differ in size");
   for (size_t k = 0; k < s.sources.size(); ++k) {
     FUZZ_CHECK(s.text_index[k] < s.num_texts && (k == 0 || s.text_index[k] > s.text_index[k - 1]),
                "text_index is not increasing");
-    FUZZ_CHECK(!request.texts(static_cast<int>(s.text_index[k])).empty(), "an empty text encoded");
+    FUZZ_CHECK(!texts[s.text_index[k]].empty(), "an empty text encoded");
     const std::vector<int>& ids = s.sources[k];
     FUZZ_CHECK(!ids.empty() && static_cast<int>(ids.size()) <= c.max_positions,
                "a source outside 1..max_positions tokens");

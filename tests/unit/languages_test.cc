@@ -15,9 +15,12 @@ ModelInfo Multilingual() {
   ModelInfo info;
   for (const auto& [code, id, iso1, iso3] :
        std::vector<std::tuple<const char*, int, const char*, const char*>>{
-           {"eng_Latn", 7, "en", "eng"}, {"spa_Latn", 8, "es", "spa"},
-           {"zho_Hans", 9, "zh", "zho"}, {"zho_Hant", 10, "zh", "zho"},
-           {"yue_Hant", 11, "zh", "yue"}, {"ace_Latn", 12, "", "ace"}}) {
+           {"eng_Latn", 7, "en", "eng"},
+           {"spa_Latn", 8, "es", "spa"},
+           {"zho_Hans", 9, "zh", "zho"},
+           {"zho_Hant", 10, "zh", "zho"},
+           {"yue_Hant", 11, "zh", "yue"},
+           {"ace_Latn", 12, "", "ace"}}) {
     info.languages.push_back({code, code, id, iso1, iso3});
   }
   return info;
@@ -39,8 +42,8 @@ class LanguagesTest : public ::testing::Test {
 };
 
 TEST_F(LanguagesTest, MultilingualCodesByOwnFormIsoCodeAndCase) {
-  for (auto [source, target] : {std::pair{"spa_Latn", "eng_Latn"}, {"es", "en"}, {"spa", "eng"},
-                                {"SPA_latn", "ENG"}}) {
+  for (auto [source, target] :
+       {std::pair{"spa_Latn", "eng_Latn"}, {"es", "en"}, {"spa", "eng"}, {"SPA_latn", "ENG"}}) {
     auto pair = Multi(source, target);
     ASSERT_TRUE(pair.ok()) << source << " " << target << ": " << pair.status();
     EXPECT_EQ(pair->source_token, 8);

@@ -264,6 +264,9 @@ def _vocab_fairseq_offset(spm):
 def parse_tokenizer(model_dir, model_type, cfg, tok_cfg, vocab_size, ids, read_json):
     """Returns (tokenizer header dict, unk_id, {tensor name: SentencePiece bytes}, languages)."""
     kind = tokenizer_type(model_type, cfg, tok_cfg, model_dir)
+    if tok_cfg.get("sp_model_kwargs"):  # e.g. enable_sampling: a different segmentation per call
+        raise FamilyError(f"tokenizer_config.json: unsupported sp_model_kwargs="
+                          f"{json.dumps(tok_cfg['sp_model_kwargs'])}: Glossa runs SentencePiece with its defaults")
     spm_path = os.path.join(model_dir, SPM_FILE)
     if not os.path.isfile(spm_path):
         raise FamilyError(f"{spm_path} not found")

@@ -65,22 +65,22 @@ absl::StatusOr<const LanguageCode*> FindLanguage(const std::vector<LanguageCode>
                                                    "' is ambiguous for this model: it may be ",
                                                    Codes(candidates), "; give one of these"));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, " '", query, "' is not a language of this model; its codes (ISO 639-1 and 639-3 "
-      "codes that name one of them are accepted too): ", Codes(languages)));
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " '", query,
+                   "' is not a language of this model; its codes (ISO 639-1 and 639-3 "
+                   "codes that name one of them are accepted too): ",
+                   Codes(languages)));
 }
 
-bool SameLanguage(absl::string_view a, absl::string_view b) {
-  return Iso639_3(a) == Iso639_3(b);
-}
+bool SameLanguage(absl::string_view a, absl::string_view b) { return Iso639_3(a) == Iso639_3(b); }
 
 // A bilingual model's side: empty, or its own language.
 absl::Status CheckBilingual(const char* field, absl::string_view query, const std::string& own) {
   if (query.empty() || (!own.empty() && SameLanguage(query, own))) return absl::OkStatus();
   if (own.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " '", query, "': this model does not declare its languages; leave ", field,
-        " empty"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " '", query, "': this model does not declare its languages; leave ",
+                     field, " empty"));
   }
   return absl::InvalidArgumentError(absl::StrCat(field, " '", query,
                                                  "': this bilingual model only knows '", own,
@@ -98,15 +98,14 @@ absl::StatusOr<int> MarianTargetToken(const Tokenizer& tokenizer, absl::string_v
   }
   if (matches.size() == 1) return tokenizer.SourceId(matches.front());
   if (query.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "this model translates into several languages: set target_language to one of ",
-        absl::StrJoin(tokens, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("this model translates into several languages: set target_language to one of ",
+                     absl::StrJoin(tokens, ", ")));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("target_language '", query, "' is ",
-                   matches.empty() ? "not a target language of this model"
-                                   : "ambiguous for this model",
-                   "; give one of ", absl::StrJoin(matches.empty() ? tokens : matches, ", ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "target_language '", query, "' is ",
+      matches.empty() ? "not a target language of this model" : "ambiguous for this model",
+      "; give one of ", absl::StrJoin(matches.empty() ? tokens : matches, ", ")));
 }
 
 }  // namespace

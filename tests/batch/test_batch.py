@@ -523,6 +523,7 @@ class UsageTest(BatchTestCase):
         for flag in ["--server", "--model", "--input", "--output", "--concurrency", "--resume",
                      "--shard", "--format", "--column", "--field", "--output_field",
                      "--texts_per_request", "--beam_size", "--max_output_tokens", "--merge",
+                     "--source_language", "--target_language",
                      "--max_attempts", "Exit codes"]:
             self.assertIn(flag, help_text.stdout + help_text.stderr)
 
@@ -537,6 +538,23 @@ class UsageTest(BatchTestCase):
         self.assertEqual(rc, 2, err)
         self.assertIn("NOT_FOUND", err)
         self.assertFalse(os.path.exists(out))  # refused before any file was touched
+
+    def test_languages_are_sent_and_journaled_and_a_wrong_one_stops_the_job(self):
+        src = write(self.path("in.txt"), "".join(s + "\n" for s in SENTENCES).encode())
+        out = self.path("out.txt")
+        rc, err = self.run_batch(src, out, "--source_language", "spa", "--target_language", "en")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(journal(out)[0]["job"]["source_language"], "spa")
+        self.assertEqual(journal(out)[0]["job"]["target_language"], "en")
+        plain = self.path("plain.txt")
+        self.assertEqual(self.run_batch(src, plain)[0], 0)
+        self.assertEqual(read(out), read(plain))
+        self.assertNotIn("source_language", json.dumps(journal(plain)[0]))  # old journals stay valid
+        wrong = self.path("wrong.txt")
+        rc, err = self.run_batch(src, wrong, "--target_language", "fr")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("target_language 'fr'", err)
+        self.assertFalse(os.path.exists(wrong))  # refused before any file was touched
 
     def test_unreachable_servers_stop_the_job_with_exit_3(self):
         src = write(self.path("in.txt"), b"Hola\n")

@@ -167,7 +167,7 @@ def model_seeds(directory, scratch):
     write(directory, "truncated-header.glossa", full[:100])
 
 
-def request(model=None, texts=(), options=None):
+def request(model=None, texts=(), options=None, source_language=None, target_language=None):
     out = b""
     if model is not None:
         out += field_bytes(1, model)
@@ -178,6 +178,10 @@ def request(model=None, texts=(), options=None):
         for number, kind, value in options:
             o += {"f": field_float, "v": field_varint, "b": field_bytes}[kind](number, value)
         out += field_bytes(3, o)
+    if source_language is not None:
+        out += field_bytes(4, source_language)
+    if target_language is not None:
+        out += field_bytes(5, target_language)
     return out
 
 
@@ -205,6 +209,9 @@ def request_seeds(directory):
         "controls-sampling": request(None, ["Y vió Dios que la luz era buena."],
                                      [(6, "f", 0.8), (10, "f", 0.7), (11, "v", 1),
                                       (13, "b", b"The \xff")]),
+        "languages": request(None, ["Hola"], None, "spa", "en"),
+        "wrong-language": request(None, ["Hola"], None, "es", "fr"),
+        "language-not-utf8": request(None, ["Hola"], None, b"\xff\xfe", "e\u0301n"),
         "empty": b"",
     }
     for name, data in seeds.items():

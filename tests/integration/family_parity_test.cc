@@ -19,7 +19,7 @@ namespace glossa {
 namespace {
 
 struct Family {
-  const char* name;  // the file stem in GLOSSA_FAMILY_MODEL_DIR
+  const char* name;    // the file stem in GLOSSA_FAMILY_MODEL_DIR
   const char* golden;  // the folder of ../shared/golden
   const char* source_language;
   const char* target_language;
@@ -41,8 +41,8 @@ class FamilyParityTest : public ::testing::TestWithParam<Family> {
  protected:
   void SetUp() override {
     if (!std::ifstream(testing::SharedDir() + "/golden/" + GetParam().golden + "/greedy.jsonl")) {
-      GTEST_SKIP() << "needs the shared golden data at " << testing::SharedDir()
-                   << "/golden/" << GetParam().golden << " (set -DGLOSSA_SHARED_DIR)";
+      GTEST_SKIP() << "needs the shared golden data at " << testing::SharedDir() << "/golden/"
+                   << GetParam().golden << " (set -DGLOSSA_SHARED_DIR)";
     }
     if (!std::ifstream(ModelPath(GetParam()))) {
       GTEST_SKIP() << "needs " << ModelPath(GetParam())

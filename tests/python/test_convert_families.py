@@ -127,6 +127,9 @@ class FamiliesConvertTest(ConvertTestCase):
              ["added_tokens_decoder"]),
             ("opus-bible-mbart50-es-en", {"generation_config__json": lambda c: c.update(early_stopping="never")},
              ["early_stopping"]),
+            ("opus-bible-m2m100-es-en",
+             {"tokenizer_config__json": lambda c: c.update(sp_model_kwargs={"enable_sampling": True})},
+             ["sp_model_kwargs", "enable_sampling"]),
         ]
         for index, (name, edits, fragments) in enumerate(cases):
             with self.subTest(case=index, fragments=fragments):

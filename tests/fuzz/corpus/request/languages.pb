@@ -1,0 +1,1 @@
+Hola"spa*en

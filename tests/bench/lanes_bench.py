@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Interactive latency while a batch job saturates the server, with and without priority lanes.
 
-One glossa-server (one engine worker, so that the clients keep a core), then, in order:
+One glossa-server (one engine worker, so that the clients keep a core; no result cache, as the
+texts repeat), then, in order:
   idle         glossa-load's open loop at --rate interactive sentences/s on the idle server;
   batch alone  a glossa-batch job (PRIORITY_BATCH) alone: its sentences/s;
   lanes        the same job again with the same open loop beside it;
@@ -66,7 +67,8 @@ class Bench:
         self.server = subprocess.Popen(
             [server, "--model", f"demo={args.model}", "--listen", f"127.0.0.1:{self.port}",
              "--metrics_listen", f"127.0.0.1:{self.metrics_port}", "--workers", "1",
-             "--threads", "1", "--max_queue", "100000"],
+             "--threads", "1", "--max_queue", "100000", "--cache_bytes", "0",
+             "--batch_min_share", str(args.batch_min_share)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(300):
             try:
@@ -131,6 +133,7 @@ def main():
     p.add_argument("--rate", type=int, default=2, help="interactive sentences/s (Poisson)")
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--ramp", type=float, default=3)
+    p.add_argument("--batch_min_share", type=float, default=0.25, help="the server's flag")
     args = p.parse_args()
     args.input = args.input or args.dev
     if not os.path.exists(args.dev):
@@ -139,6 +142,7 @@ def main():
     bench = Bench(args)
     try:
         report = {"rate": args.rate, "seconds": args.seconds, "workers": 1, "threads": 1,
+                  "batch_min_share": args.batch_min_share,
                   "interactive_beam_size": 1, "batch_beam_size": 4,
                   "load_average_1m_start": os.getloadavg()[0]}
         print("lanes_bench: idle", file=sys.stderr)

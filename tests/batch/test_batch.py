@@ -94,8 +94,11 @@ class Server:
 
     def start(self):
         self.log = open(os.path.join(_tmp, f"{self.name}.log"), "ab")
+        # No result cache: several tests translate the same lines, and those that kill a server
+        # mid-job need the job to take real decoding time.
         self.proc = _start([SERVER, "--listen", f"127.0.0.1:{self.port}", "--model",
-                            f"demo={MODEL}", "--threads", "1", "--shutdown_timeout", "2s"],
+                            f"demo={MODEL}", "--threads", "1", "--shutdown_timeout", "2s",
+                            "--cache_bytes", "0"],
                            stdout=subprocess.PIPE, stderr=self.log)
         port = []
 

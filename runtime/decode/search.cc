@@ -260,7 +260,8 @@ void Search::AdvanceBeam(float* logits) {
       std::fill(row, row + v, kNegInf);
       row[vocab_.forced_eos_id] = 0.0f;
     } else {
-      lse = ops::ComputeLogSumExp(row, v);
+      // The same normaliser as the raw row's (computed above when token scores are wanted).
+      lse = options_.token_scores ? raw_lse_[b] : ops::ComputeLogSumExp(row, v);
       if (options_.repetition_penalty != 1.0f) {
         // The penalty scales log-probabilities: write them out (the same float operations as
         // TopKLogProbs), then lse = {0, 0} keeps them exactly.

@@ -79,6 +79,12 @@ ABSL_FLAG(double, batch_min_share, 0.25,
           "even while interactive requests wait (their guarantee against starvation), and the "
           "most they fill while interactive work is present (see --interactive_hold); otherwise "
           "batch work fills all the capacity. 0..1");
+ABSL_FLAG(bool, deadline_admission, true,
+          "Within a lane, admit requests earliest deadline first, and answer DEADLINE_EXCEEDED at "
+          "once to a request that cannot finish before its deadline even if admitted now (the "
+          "engine learns its step time per batch size and the target/source length ratio as it "
+          "works; counted in glossa_refused_late_total). false: arrival order, and a late request "
+          "keeps its place until its deadline passes");
 ABSL_FLAG(absl::Duration, interactive_hold, absl::Seconds(2),
           "Batch work stays within --batch_min_share while interactive requests decode, wait, or "
           "arrived within this time: interactive sentences then decode in steps that a full "
@@ -220,6 +226,7 @@ int main(int argc, char** argv) {
   engine.max_active_rows = engine.max_active_sequences * 4;
   engine.batch_min_share = absl::GetFlag(FLAGS_batch_min_share);
   engine.interactive_hold = absl::GetFlag(FLAGS_interactive_hold);
+  engine.deadline_admission = absl::GetFlag(FLAGS_deadline_admission);
   if (!(engine.batch_min_share >= 0.0 && engine.batch_min_share <= 1.0)) {
     std::cerr << "glossa-server: --batch_min_share must be between 0 and 1\n";
     return 2;

@@ -376,6 +376,10 @@ void MetricsCollector::CollectEngines(std::vector<MetricFamily>* out) const {
        "Jobs (requests) the engine stopped because their "
        "deadline passed.",
        &EngineMetrics::expired_total},
+      {"glossa_refused_late_total",
+       "Jobs (requests) answered DEADLINE_EXCEEDED before their deadline because they could not "
+       "finish in time even if admitted at once (--deadline_admission).",
+       &EngineMetrics::refused_late_total},
       {"glossa_rejected_total",
        "Jobs (requests) refused with RESOURCE_EXHAUSTED because the "
        "queue was full.",

@@ -15,8 +15,13 @@ namespace glossa {
 struct JobState {
   JobState(std::shared_ptr<Job> j) : job(std::move(j)), results(job->sources.size()) {
     remaining = static_cast<int>(job->sources.size());
+    longest_from.resize(job->sources.size() + 1, 0);
+    for (size_t i = job->sources.size(); i-- > 0;) {
+      longest_from[i] = std::max(longest_from[i + 1], static_cast<int>(job->sources[i].size()));
+    }
   }
   std::shared_ptr<Job> job;
+  std::vector<int> longest_from;  // [i]: the longest of sources i.. (tokens)
   absl::Time submitted;
   int next_source = 0;  // guarded by Engine::mu_: sources before it were admitted
   std::atomic<bool> first_tokens_seen{false};
@@ -191,6 +196,25 @@ absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
   return s;
 }
 
+absl::Status Engine::CheckCanFinish(const JobState& job, int next_source, int64_t rows,
+                                    absl::Time now) const {
+  const absl::Time deadline = job.job->deadline;
+  if (!options_.deadline_admission || deadline == absl::InfiniteFuture() ||
+      next_source >= static_cast<int>(job.job->sources.size())) {
+    return absl::OkStatus();
+  }
+  const SearchOptions& search = job.job->search;
+  const std::optional<absl::Duration> needs =
+      estimate_.Estimate(job.longest_from[next_source], search.max_new_tokens,
+                         static_cast<int>(search.prefix.size()), rows);
+  if (!needs || now + *needs <= deadline) return absl::OkStatus();
+  return absl::DeadlineExceededError(absl::StrCat(
+      "this request cannot finish before its deadline: its longest sentence needs about ",
+      absl::ToInt64Milliseconds(*needs), " ms of decoding at the current load, and ",
+      std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - now)),
+      " ms are left (refused early instead of taking a place it cannot use)"));
+}
+
 int Engine::KvBlocksFor(const SearchOptions& search) const {
   const int per_slot = (search.positions() + KvCache::kBlockPositions - 1) /
                        KvCache::kBlockPositions;
@@ -227,6 +251,13 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
   }
   auto state = std::make_shared<JobState>(std::move(job));
   state->submitted = Now();
+  // It would join a batch of about the mean rows per worker.
+  const int64_t rows = active_rows_.load() / std::max(1, options_.workers) + s.beam_size;
+  if (const absl::Status can = CheckCanFinish(*state, 0, rows, state->submitted);
+      !can.ok()) {
+    metrics_.refused_late_total.fetch_add(1, std::memory_order_relaxed);
+    return can;
+  }
   {
     absl::MutexLock lock(&mu_);
     if (!accepting_) return absl::UnavailableError("the server is shutting down: retry elsewhere");
@@ -243,7 +274,8 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
       const int lane = static_cast<int>(state->job->lane);
       if (state->job->lane == Lane::kInteractive) last_interactive_ = state->submitted;
       auto& queue = lanes_[lane];
-      const absl::Time due = state->job->deadline;
+      const absl::Time due =
+          options_.deadline_admission ? state->job->deadline : absl::InfiniteFuture();
       queue.insert(std::upper_bound(queue.begin(), queue.end(), due,
                                     [](absl::Time d, const std::shared_ptr<JobState>& j) {
                                       return d < j->job->deadline;
@@ -415,6 +447,12 @@ void Engine::EndExpiredJobs(Worker* worker) {
         metrics_.expired_total.fetch_add(1, std::memory_order_relaxed);
         ending.push_back({job, absl::DeadlineExceededError(
                                    "the deadline passed before the translation finished")});
+      } else if (absl::Status can = CheckCanFinish(
+                     *job, job->next_source,
+                     worker->batch.active_rows() + job->job->search.beam_size, now);
+                 !can.ok()) {
+        metrics_.refused_late_total.fetch_add(1, std::memory_order_relaxed);
+        ending.push_back({job, std::move(can)});
       }
     }
   }
@@ -526,10 +564,16 @@ void Engine::StepOnce(Worker* worker) {
 
 void Engine::Iterate(Worker* worker) {
   std::vector<Pending> admitted;
+  const absl::Time start = Now();
+  EndExpiredJobs(worker);  // first, so that jobs that cannot finish in time are not admitted
   Admit(worker, &admitted);
-  EndExpiredJobs(worker);
   StartSequences(worker, admitted);
-  if (!worker->batch.empty()) StepOnce(worker);
+  if (worker->batch.empty()) return;
+  const int64_t rows = worker->batch.active_rows();
+  StepOnce(worker);
+  // A sequence advances one token per iteration: what the estimate needs is the iteration's
+  // time (admission and encoding included), not the decoder step's alone.
+  estimate_.ObserveStep(rows, Now() - start);
 }
 
 void Engine::WorkerLoop(Worker* worker) {
@@ -597,6 +641,7 @@ void Engine::RecordFinished(const SequenceGroup& g) {
   if (!ended) metrics_.truncated_total.fetch_add(1, std::memory_order_relaxed);
   metrics_.input_tokens.Observe(static_cast<double>(in));
   metrics_.output_tokens.Observe(static_cast<double>(out));
+  estimate_.ObserveSentence(in, out);
   metrics_.length_ratio.Observe(static_cast<double>(out) / static_cast<double>(std::max<int64_t>(1, in - 1)));
 }
 

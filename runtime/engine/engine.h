@@ -21,6 +21,14 @@
 // order does not fit, admission stops there (no overtaking), and an empty batch always admits
 // it, so nothing starves.
 //
+// Deadline-aware admission (deadline_admission): the engine learns its step time per batch size
+// and the target/source length ratio as it works (decode_estimate.h). A job whose longest
+// sentence not yet admitted cannot finish before the job's deadline even if admitted now (at the
+// batch size it would join) is ended with DEADLINE_EXCEEDED at once: at Submit, or while it
+// waits, or when part of it already decodes (its rows are freed). Counted in
+// EngineMetrics::refused_late_total. Without it, jobs wait in arrival order (FIFO) and a late
+// job holds its place until its deadline passes.
+//
 // Invariants:
 //  - a job's on_done runs exactly once, on a worker thread, never under an engine lock;
 //  - the KV budget counts each admitted sequence's worst case (beams × max length), so a step
@@ -43,6 +51,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "decode/search.h"
+#include "engine/decode_estimate.h"
 #include "engine/metrics.h"
 #include "engine/model.h"
 #include "engine/step_batch.h"
@@ -88,6 +97,9 @@ struct EngineOptions {
   // waiting (its guarantee against starvation); 0: batch work only ever fills idle capacity.
   double batch_min_share = 0.25;
   absl::Duration interactive_hold = absl::Seconds(2);
+  // Earliest deadline first within a lane, and early DEADLINE_EXCEEDED for jobs that cannot
+  // finish in time (see above); false: arrival order, and jobs end only when their deadline passes.
+  bool deadline_admission = true;
   int64_t kv_cache_bytes = int64_t{1} << 30;  // worst-case KV cache of all admitted sequences
   int default_beam_size = 4;
   int max_beam_size = 16;
@@ -150,6 +162,7 @@ class Engine {
   // was nothing to do.
   bool RunOnce();
   const EngineMetrics& metrics() const { return metrics_; }
+  const DecodeEstimate& estimate() const { return estimate_; }
   const Model& model() const { return *model_; }
   const EngineOptions& options() const { return options_; }
 
@@ -183,6 +196,10 @@ class Engine {
   bool MarkFinished(const std::shared_ptr<JobState>& job);
   void FinishJob(const std::shared_ptr<JobState>& job, JobResult result);
   int KvBlocksFor(const SearchOptions& search) const;
+  // Why a job whose sentences from `next_source` on are not admitted yet cannot finish before its
+  // deadline, if admitted now next to `rows` decoder rows; OK when it can or nobody knows yet.
+  absl::Status CheckCanFinish(const JobState& job, int next_source, int64_t rows,
+                              absl::Time now) const;
   // The target prefix's ids (no EOS); INVALID_ARGUMENT when it is not UTF-8 or too long.
   absl::StatusOr<std::vector<int>> EncodePrefix(const std::string& text) const;
 
@@ -212,6 +229,7 @@ class Engine {
   std::atomic<int64_t> active_by_lane_[kLanes] = {0, 0};
   std::unique_ptr<Worker> manual_;  // workers == 0
   EngineMetrics metrics_;
+  DecodeEstimate estimate_;
 };
 
 }  // namespace glossa

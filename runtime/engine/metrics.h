@@ -58,6 +58,7 @@ struct EngineMetrics {
   std::atomic<uint64_t> truncated_total{0};   // best hypothesis cut by the length limit
   std::atomic<uint64_t> cancelled_total{0};   // jobs
   std::atomic<uint64_t> expired_total{0};     // jobs past their deadline
+  std::atomic<uint64_t> refused_late_total{0};  // jobs ended early: they could not finish in time
   std::atomic<uint64_t> rejected_total{0};    // jobs refused: queue full
   std::atomic<uint64_t> encoder_real_tokens_total{0};    // tokens encoded
   std::atomic<uint64_t> encoder_padded_tokens_total{0};  // sentences × longest, per encoder call:

@@ -46,6 +46,12 @@ ABSL_FLAG(bool, warmup, true,
           "(oneDNN primitives are made on first use of each row count)");
 ABSL_FLAG(int, beam_size, 1, "Beam size of every request");
 ABSL_FLAG(int, max_output_tokens, 256, "max_output_tokens of every request");
+ABSL_FLAG(int, deadline_ms, 0,
+          "Deadline of every request, in ms after it is sent; 0: 5 minutes. With a deadline the "
+          "report counts the requests answered within it and those answered DEADLINE_EXCEEDED");
+ABSL_FLAG(bool, deadline_admission, true,
+          "In-process server: early DEADLINE_EXCEEDED for requests that cannot finish in time, "
+          "earliest deadline first (glossa-server --deadline_admission); false: arrival order");
 ABSL_FLAG(int, workers, 1, "In-process server: engine workers (step loops)");
 ABSL_FLAG(int, threads, 1, "In-process server: compute threads per engine worker");
 ABSL_FLAG(int, max_active_sequences, 64, "In-process server: sentences decoded together");
@@ -65,6 +71,7 @@ struct Sample {
   double seconds = 0;
   int tokens = 0;
   bool ok = false;
+  grpc::StatusCode code = grpc::StatusCode::OK;
 };
 
 Sample Call(v1::Translator::Stub& stub, const std::string& text) {
@@ -75,13 +82,17 @@ Sample Call(v1::Translator::Stub& stub, const std::string& text) {
   request.set_priority(absl::GetFlag(FLAGS_priority) == "batch" ? v1::PRIORITY_BATCH
                                                                 : v1::PRIORITY_INTERACTIVE);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  const int deadline_ms = absl::GetFlag(FLAGS_deadline_ms);
+  context.set_deadline(std::chrono::system_clock::now() +
+                       (deadline_ms > 0 ? std::chrono::milliseconds(deadline_ms)
+                                        : std::chrono::milliseconds(std::chrono::minutes(5))));
   v1::TranslateResponse response;
   const absl::Time start = absl::Now();
   const grpc::Status status = stub.Translate(&context, request, &response);
   Sample s;
   s.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   s.ok = status.ok();
+  s.code = status.error_code();
   if (s.ok) {
     const auto& ids = response.translations(0).hypotheses(0).token_ids();
     s.tokens = ids.size() - (ids.empty() || ids[ids.size() - 1] != 0 ? 0 : 1);  // EOS (id 0) excluded
@@ -92,6 +103,7 @@ Sample Call(v1::Translator::Stub& stub, const std::string& text) {
 // Engine counters of the in-process server, to derive rows per decoder step.
 struct StepCounters {
   int64_t steps = 0, rows = 0;
+  int64_t refused_late = 0;  // jobs ended early: they could not finish in time
 };
 
 class Target {
@@ -113,6 +125,7 @@ class Target {
     for (const auto& [name, m] : registry_->models()) {
       c.steps += m->engine->stats().steps;
       c.rows += m->engine->stats().step_rows;
+      c.refused_late += m->engine->metrics().refused_late_total.load();
     }
     return c;
   }
@@ -124,6 +137,7 @@ class Target {
     options.threads_per_worker = absl::GetFlag(FLAGS_threads);
     options.max_active_sequences = absl::GetFlag(FLAGS_max_active_sequences);
     options.max_active_rows = options.max_active_sequences * 4;
+    options.deadline_admission = absl::GetFlag(FLAGS_deadline_admission);
     glossa::ModelOptions model_options;
     model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
     model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
@@ -153,11 +167,12 @@ class Target {
 
 std::string Report(const std::string& kind, double knob, const std::vector<Sample>& samples,
                    double seconds, StepCounters before, StepCounters after) {
-  std::vector<double> latencies;
+  std::vector<double> latencies, late_answers;
   int64_t tokens = 0, failed = 0;
   for (const Sample& s : samples) {
     if (!s.ok) {
       ++failed;
+      if (s.code == grpc::StatusCode::DEADLINE_EXCEEDED) late_answers.push_back(s.seconds * 1000);
       continue;
     }
     latencies.push_back(s.seconds * 1000);
@@ -168,11 +183,15 @@ std::string Report(const std::string& kind, double knob, const std::vector<Sampl
       "    {\"mode\": \"%s\", \"%s\": %g, \"sentences\": %d, \"failed\": %d, \"target_tokens\": "
       "%d, \"seconds\": %g, \"target_tokens_per_s\": %g, \"sentences_per_s\": %g, "
       "\"latency_ms\": {\"p50\": %g, \"p90\": %g, \"p99\": %g, \"max\": %g}, "
+      "\"deadline_exceeded\": %d, \"deadline_exceeded_answer_ms_p50\": %g, "
+      "\"refused_early_by_server\": %d, "
       "\"mean_rows_per_step\": %g, \"load_average_1m\": %g}",
       kind, kind == "closed" ? "clients" : "rate", knob, samples.size(), failed, tokens,
       Round(seconds, 3), Round(tokens / seconds, 1), Round(latencies.size() / seconds, 2),
       Round(Percentile(latencies, 50), 1), Round(Percentile(latencies, 90), 1),
       Round(Percentile(latencies, 99), 1), Round(Percentile(latencies, 100), 1),
+      late_answers.size(), Round(Percentile(late_answers, 50), 1),
+      after.refused_late - before.refused_late,
       steps > 0 ? Round(static_cast<double>(after.rows - before.rows) / steps, 2) : -1.0,
       glossa::bench::LoadAverage());
 }

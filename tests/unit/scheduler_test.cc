@@ -1,6 +1,7 @@
 // The engine's scheduling, driven by hand (workers = 0, RunOnce) with a fake clock: fair
 // admission, budgets, deadlines, queue-wait accounting.
 #include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
 #include "common/test_util.h"
 #include "engine/engine.h"
 
@@ -11,16 +12,24 @@ class FakeClock : public Clock {
  public:
   absl::Time Now() const override {
     absl::MutexLock lock(&mu_);
-    return now_;
+    const absl::Time now = now_;
+    now_ += tick_;
+    return now;
   }
   void Advance(absl::Duration d) {
     absl::MutexLock lock(&mu_);
     now_ += d;
   }
+  // From now on every reading advances the clock by `tick` (so steps take time).
+  void Tick(absl::Duration tick) {
+    absl::MutexLock lock(&mu_);
+    tick_ = tick;
+  }
 
  private:
   mutable absl::Mutex mu_;
-  absl::Time now_ = absl::FromUnixSeconds(1'000'000);
+  mutable absl::Time now_ = absl::FromUnixSeconds(1'000'000);
+  absl::Duration tick_;
 };
 
 struct Tracked {
@@ -273,6 +282,134 @@ TEST_F(SchedulerTest, EarliestDeadlineFirstWithinALane) {
   EXPECT_EQ(order[0], &soon);
   EXPECT_EQ(order[1], &late);
   EXPECT_EQ(order[2], &none);
+}
+
+// Deadline-aware admission. With a ticking clock, every reading of the clock takes 1 ms, so each
+// iteration of the step loop takes a few ms and the engine learns a step time and a length ratio.
+class DeadlineAdmissionTest : public SchedulerTest {
+ protected:
+  void SetUp() override {
+    SchedulerTest::SetUp();
+    if (IsSkipped()) return;
+    clock_.Tick(absl::Milliseconds(1));
+    options_.max_active_sequences = 1;
+  }
+  // Runs enough sentences through `engine` for its estimate to have an opinion.
+  static void Learn(Engine& engine) {
+    Tracked warm(Sources(300, DecodeEstimate::kMinSentences), 1);
+    warm.job->search.max_new_tokens = 8;  // short, one at a time: quick
+    ASSERT_TRUE(engine.Submit(warm.job).ok());
+    while (engine.RunOnce()) {
+    }
+    ASSERT_TRUE(warm.done && warm.result.ok());
+    ASSERT_TRUE(engine.estimate().Estimate(20, 100, 0, 1).has_value());
+  }
+};
+
+TEST_F(DeadlineAdmissionTest, ARequestThatCannotFinishIsRefusedAtSubmit) {
+  Engine engine(testing::DemoModel(), options_);
+  Learn(engine);
+  const absl::Duration step = *engine.estimate().StepTime(1);
+  EXPECT_GE(step, absl::Milliseconds(1));
+  Tracked hopeless(Sources(0, 1), 1), fine(Sources(0, 1), 1);
+  hopeless.job->deadline = clock_.Now() + step;  // one step for a whole sentence
+  fine.job->deadline = clock_.Now() + absl::Seconds(10);
+  const absl::Status refused = engine.Submit(hopeless.job);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kDeadlineExceeded) << refused;
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("cannot finish"));
+  EXPECT_FALSE(hopeless.done) << "a refused Submit calls no on_done";
+  EXPECT_EQ(engine.metrics().refused_late_total.load(), 1u);
+  ASSERT_TRUE(engine.Submit(fine.job).ok());
+  while (engine.RunOnce()) {
+  }
+  EXPECT_TRUE(fine.done && fine.result.ok());
+  EXPECT_EQ(engine.metrics().refused_late_total.load(), 1u);
+}
+
+TEST_F(DeadlineAdmissionTest, AWaitingRequestEndsAsSoonAsItCannotFinish) {
+  options_.batch_min_share = 0;  // the batch lane waits for the interactive job to end
+  Engine engine(testing::DemoModel(), options_);
+  Learn(engine);
+  Tracked ahead(Sources(0, 10), 1), waiting(Sources(50, 1), 1);
+  ahead.job->search.max_new_tokens = 8;  // 10 × 8 steps of at least 1 ms each
+  waiting.job->lane = Lane::kBatch;
+  // Twice what the waiting sentence needs, far less than `ahead` takes.
+  const std::optional<absl::Duration> needs = engine.estimate().Estimate(
+      waiting.job->sources[0].size(), waiting.job->search.max_new_tokens, 0, 2);
+  ASSERT_TRUE(needs.has_value());
+  const absl::Time deadline = clock_.Now() + 2 * *needs;
+  waiting.job->deadline = deadline;
+  absl::Time ended;
+  waiting.job->on_done = [&](JobResult r) {
+    ended = clock_.Now();
+    waiting.result = std::move(r);
+    waiting.done = true;
+  };
+  ASSERT_TRUE(engine.Submit(ahead.job).ok());
+  ASSERT_TRUE(engine.Submit(waiting.job).ok()) << "admitted at once, it could finish";
+  while (!waiting.done && engine.RunOnce()) {
+  }
+  ASSERT_TRUE(waiting.done);
+  EXPECT_EQ(waiting.result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(ended, deadline) << "it was ended early, not when its deadline passed";
+  EXPECT_EQ(engine.metrics().refused_late_total.load(), 1u);
+  EXPECT_EQ(engine.metrics().expired_total.load(), 0u);
+  EXPECT_FALSE(ahead.done);
+  while (engine.RunOnce()) {
+  }
+  EXPECT_TRUE(ahead.done && ahead.result.ok());
+}
+
+TEST_F(DeadlineAdmissionTest, OffArrivalOrderAndNoEarlyRefusal) {
+  options_.deadline_admission = false;
+  Engine engine(testing::DemoModel(), options_);
+  Learn(engine);
+  Tracked first(Sources(0, 1), 1), hurried(Sources(1, 1), 1);
+  first.job->deadline = clock_.Now() + absl::Seconds(60);
+  hurried.job->deadline = clock_.Now() + absl::Milliseconds(1);
+  std::vector<const Tracked*> order;
+  for (Tracked* t : {&first, &hurried}) {
+    auto on_done = t->job->on_done;
+    t->job->on_done = [t, on_done, &order](JobResult r) {
+      order.push_back(t);
+      on_done(std::move(r));
+    };
+    ASSERT_TRUE(engine.Submit(t->job).ok());
+  }
+  while (engine.RunOnce()) {
+  }
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(hurried.result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(first.result.ok());
+  EXPECT_EQ(engine.metrics().refused_late_total.load(), 0u);
+  EXPECT_EQ(engine.metrics().expired_total.load(), 1u);
+}
+
+TEST(DecodeEstimateTest, NoOpinionUntilItHasSeenEnough) {
+  DecodeEstimate e;
+  for (int i = 0; i < DecodeEstimate::kMinSteps; ++i) e.ObserveStep(1, absl::Milliseconds(2));
+  EXPECT_FALSE(e.Estimate(11, 100, 0, 1).has_value()) << "no sentence seen yet";
+  for (int i = 0; i < DecodeEstimate::kMinSentences; ++i) e.ObserveSentence(11, 20);  // ratio 2
+  EXPECT_EQ(*e.LengthRatio(), 2.0);
+  // 0.75 × 2 × 10 + 1 = 16 steps of 2 ms.
+  EXPECT_EQ(*e.Estimate(11, 100, 0, 1), absl::Milliseconds(32));
+  EXPECT_EQ(*e.Estimate(11, 5, 0, 1), absl::Milliseconds(10)) << "the output limit caps it";
+  EXPECT_EQ(*e.Estimate(11, 5, 3, 1), absl::Milliseconds(16)) << "one step per prefix token";
+}
+
+TEST(DecodeEstimateTest, StepTimeComesFromTheBucketOrTheNearestSmallerOneMeasured) {
+  DecodeEstimate e;
+  for (int i = 0; i < DecodeEstimate::kMinSteps; ++i) {
+    e.ObserveStep(3, absl::Milliseconds(4));   // bucket 2-3
+    e.ObserveStep(40, absl::Milliseconds(9));  // bucket 32-63
+  }
+  EXPECT_FALSE(e.StepTime(1).has_value()) << "nothing measured at or below 1 row";
+  EXPECT_EQ(*e.StepTime(2), absl::Milliseconds(4));
+  EXPECT_EQ(*e.StepTime(20), absl::Milliseconds(4)) << "16-31 unmeasured: 2-3 is a lower bound";
+  EXPECT_EQ(*e.StepTime(63), absl::Milliseconds(9));
+  EXPECT_EQ(*e.StepTime(5000), absl::Milliseconds(9));
+  for (int i = 0; i < 200; ++i) e.ObserveStep(40, absl::Milliseconds(5));
+  EXPECT_LT(absl::ToDoubleMilliseconds(*e.StepTime(40)), 5.1) << "it follows a changed load";
 }
 
 }  // namespace

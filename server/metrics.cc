@@ -413,6 +413,10 @@ void MetricsCollector::CollectEngines(std::vector<MetricFamily>* out) const {
       {"glossa_kv_cache_capacity_bytes", "KV cache budget in bytes (--kv_cache_mb).",
        MetricType::Gauge, &EngineStats::kv_bytes_capacity},
       {"glossa_decode_steps_total", "Decoder steps run.", MetricType::Counter, &EngineStats::steps},
+      {"glossa_batch_paused_steps_total",
+       "Decoder steps that left PRIORITY_BATCH sentences waiting while interactive ones decoded "
+       "(--batch_min_share).",
+       MetricType::Counter, &EngineStats::batch_paused_steps},
   };
 
   std::vector<MetricFamily> histograms, counters, gauges;

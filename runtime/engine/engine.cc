@@ -36,6 +36,9 @@ struct Engine::Worker {
   explicit Worker(const Model& model) : batch(model) {}
   StepBatch batch;  // touched only by this worker's thread
   std::thread thread;
+  // Share of the recent time (moving average over about kShareWindow) this worker spent in steps
+  // that decoded batch-lane rows.
+  double batch_time_share = 0.0;
 };
 
 namespace {
@@ -510,8 +513,29 @@ void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
   }
 }
 
-void Engine::StepOnce(Worker* worker) {
+namespace {
+constexpr double kShareWindowSeconds = 1.0;
+}  // namespace
+
+bool Engine::PauseBatchWork(Worker* worker) {
+  bool interactive = false;
+  for (const auto& g : worker->batch.groups()) interactive |= g->job->job->lane == Lane::kInteractive;
+  const bool pause = interactive && worker->batch_time_share >= options_.batch_min_share;
+  bool batch_steps = false;
+  bool paused = false;
+  for (const auto& g : worker->batch.groups()) {
+    g->paused = pause && g->job->job->lane == Lane::kBatch;
+    batch_steps |= g->job->job->lane == Lane::kBatch && !g->paused;
+    paused |= g->paused;
+  }
+  if (paused) batch_paused_steps_.fetch_add(1);
+  return batch_steps;
+}
+
+int64_t Engine::StepOnce(Worker* worker) {
+  const bool batch_steps = PauseBatchWork(worker);
   const int64_t rows_before = worker->batch.active_rows();
+  const int64_t stepped_rows = worker->batch.stepped_rows();
   std::vector<std::unique_ptr<SequenceGroup>> finished;
   const absl::Time start = Now();
   const absl::Status status = worker->batch.Step(&finished);
@@ -523,12 +547,15 @@ void Engine::StepOnce(Worker* worker) {
       Release(*g);
     }
     for (const auto& g : finished) FinishJob(g->job, status);
-    return;
+    return 0;
   }
+  const double seconds = absl::ToDoubleSeconds(end - start);
+  const double keep = std::exp(-seconds / kShareWindowSeconds);
+  worker->batch_time_share = worker->batch_time_share * keep + (batch_steps ? 1.0 - keep : 0.0);
   steps_.fetch_add(1);
-  step_rows_.fetch_add(rows_before);
-  metrics_.decode_step_seconds.Observe(absl::ToDoubleSeconds(end - start));
-  metrics_.batch_sequences.Observe(static_cast<double>(rows_before));
+  step_rows_.fetch_add(stepped_rows);
+  metrics_.decode_step_seconds.Observe(seconds);
+  metrics_.batch_sequences.Observe(static_cast<double>(stepped_rows));
   auto first_tokens = [&](JobState& job) {
     if (!job.first_tokens_seen.exchange(true)) {
       metrics_.time_to_first_token_seconds.Observe(absl::ToDoubleSeconds(end - job.submitted));
@@ -560,6 +587,7 @@ void Engine::StepOnce(Worker* worker) {
     g->job->job->on_tokens(prefix);
   }
   for (auto& [job, results] : complete) FinishJob(job, std::move(results));
+  return stepped_rows;
 }
 
 void Engine::Iterate(Worker* worker) {
@@ -569,8 +597,7 @@ void Engine::Iterate(Worker* worker) {
   Admit(worker, &admitted);
   StartSequences(worker, admitted);
   if (worker->batch.empty()) return;
-  const int64_t rows = worker->batch.active_rows();
-  StepOnce(worker);
+  const int64_t rows = StepOnce(worker);
   // A sequence advances one token per iteration: what the estimate needs is the iteration's
   // time (admission and encoding included), not the decoder step's alone.
   estimate_.ObserveStep(rows, Now() - start);
@@ -657,6 +684,7 @@ EngineStats Engine::stats() const {
   s.kv_bytes_capacity = kv_budget_blocks_ * pool_.block_bytes();
   s.steps = steps_.load();
   s.step_rows = step_rows_.load();
+  s.batch_paused_steps = batch_paused_steps_.load();
   return s;
 }
 

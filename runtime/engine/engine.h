@@ -17,7 +17,11 @@
 // it is admitted up to that share ahead of waiting interactive work. While interactive work is
 // present (decoding, waiting, or submitted within interactive_hold), batch work is held to that
 // share, so that interactive sentences do not decode in steps made slow by a full batch;
-// otherwise (and whenever the worker would idle) it fills all the capacity. When the next source in
+// otherwise (and whenever the worker would idle) it fills all the capacity. And while
+// interactive sentences decode in a worker, its batch sentences are paused (they keep their
+// place and KV cache but skip steps), unless the batch lane's share of the worker's recent time
+// (about the last second) fell below batch_min_share: interactive steps then run at the cost of
+// their own rows, and under a continuous interactive load batch work still gets its share. When the next source in
 // order does not fit, admission stops there (no overtaking), and an empty batch always admits
 // it, so nothing starves.
 //
@@ -135,6 +139,7 @@ struct EngineStats {
   int64_t kv_bytes_capacity = 0;
   int64_t steps = 0;
   int64_t step_rows = 0;  // sum over steps of the rows decoded: / steps = mean batch
+  int64_t batch_paused_steps = 0;  // steps that left batch-lane rows waiting (interactive first)
 };
 
 class Engine {
@@ -189,7 +194,12 @@ class Engine {
   }
   void EndExpiredJobs(Worker* worker);
   void StartSequences(Worker* worker, std::vector<Pending>& admitted);
-  void StepOnce(Worker* worker);
+  // Returns the rows it decoded.
+  int64_t StepOnce(Worker* worker);
+  // Pauses the worker's batch-lane groups for the next step while interactive sequences decode,
+  // unless the batch lane's recent share of the worker's time fell below batch_min_share. True
+  // when batch rows will step.
+  bool PauseBatchWork(Worker* worker);
   void Release(SequenceGroup& group);
   void RecordFinished(const SequenceGroup& group);
   // Marks the job finished (false if it already was); its on_done is still to be called.
@@ -224,6 +234,7 @@ class Engine {
   std::vector<std::unique_ptr<Worker>> workers_;
 
   std::atomic<int64_t> active_sequences_{0}, active_rows_{0}, steps_{0}, step_rows_{0};
+  std::atomic<int64_t> batch_paused_steps_{0};
   std::atomic<int64_t> queued_{0};  // pending_sources_, readable without mu_
   std::atomic<int64_t> queued_by_lane_[kLanes] = {0, 0};
   std::atomic<int64_t> active_by_lane_[kLanes] = {0, 0};

@@ -14,9 +14,16 @@ int64_t StepBatch::active_rows() const {
   return n;
 }
 
+int64_t StepBatch::stepped_rows() const {
+  int64_t n = 0;
+  for (const auto& g : groups_) n += g->paused ? 0 : g->search.active_beams();
+  return n;
+}
+
 absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finished) {
   rows_.clear();
   for (const auto& g : groups_) {
+    if (g->paused) continue;
     const int step = g->search.step();
     GLOSSA_RETURN_IF_ERROR(g->cache->Reserve(step + 1));
     for (int b = 0; b < g->search.active_beams(); ++b) {
@@ -35,11 +42,16 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
   if (static_cast<int64_t>(logits_.size()) < static_cast<int64_t>(rows_.size()) * vocab) {
     logits_.resize(rows_.size() * vocab);
   }
+  if (rows_.empty()) return absl::OkStatus();
   model_.decoder().Step(rows_, scratch_, logits_.data());
   int64_t offset = 0;
   size_t kept = 0;
   for (size_t i = 0; i < groups_.size(); ++i) {
     auto& g = groups_[i];
+    if (g->paused) {
+      groups_[kept++] = std::move(g);
+      continue;
+    }
     const int beams = g->search.active_beams();
     g->search.Advance(logits_.data() + offset * vocab);
     offset += beams;

@@ -30,6 +30,7 @@ struct SequenceGroup {
   int index = 0;       // which of the job's sources
   int kv_blocks = 0;   // KV blocks reserved for this group's worst case
   size_t streamed = 0;  // tokens already reported as stable
+  bool paused = false;  // skipped by Step (keeps its place and its KV cache)
 };
 
 class StepBatch {
@@ -55,9 +56,11 @@ class StepBatch {
   }
   int64_t active_rows() const;
 
-  // One decoder step for every group; groups whose search finished are moved to *finished.
-  // RESOURCE_EXHAUSTED when the KV cache has no room (the batch is left unchanged).
+  // One decoder step for every group not paused; groups whose search finished are moved to
+  // *finished. RESOURCE_EXHAUSTED when the KV cache has no room (the batch is left unchanged).
   absl::Status Step(std::vector<std::unique_ptr<SequenceGroup>>* finished);
+  // The rows the next Step decodes (those of groups not paused).
+  int64_t stepped_rows() const;
 
  private:
   const Model& model_;

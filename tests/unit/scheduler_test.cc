@@ -260,6 +260,41 @@ TEST_F(SchedulerTest, WithoutAReserveBatchWorkWaitsForIdleCapacity) {
   EXPECT_TRUE(batch.done && batch.result.ok());
 }
 
+// While interactive sentences decode, batch sentences skip steps, except for the batch lane's
+// share of the worker's time. With a clock that ticks 100 ms per reading, every step "takes" the
+// same time, so the time share is the share of steps.
+TEST_F(SchedulerTest, BatchWorkPausesForInteractiveWorkButKeepsItsShareOfTime) {
+  options_.max_active_sequences = 4;
+  options_.batch_min_share = 0.25;
+  clock_.Tick(absl::Milliseconds(100));
+  Engine engine(testing::DemoModel(), options_);
+  Tracked batch(Sources(0, 30), 1), interactive(Sources(100, 16), 1);
+  batch.job->lane = Lane::kBatch;
+  ASSERT_TRUE(engine.Submit(batch.job).ok());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(engine.RunOnce());
+  EXPECT_EQ(engine.stats().batch_paused_steps, 0) << "nothing to pause for";
+  ASSERT_TRUE(engine.Submit(interactive.job).ok());
+  // Once a batch sentence ends, its slot goes to interactive work, which then decodes alone.
+  int64_t steps_before;
+  do {
+    steps_before = engine.stats().steps;
+    ASSERT_TRUE(engine.RunOnce());
+  } while (engine.stats().active_by_lane[0] == 0);
+  EXPECT_EQ(engine.stats().batch_paused_steps, 1) << "interactive work decodes alone at first";
+  while (!interactive.done) ASSERT_TRUE(engine.RunOnce());
+  ASSERT_TRUE(interactive.result.ok());
+  const int64_t steps = engine.stats().steps - steps_before;
+  const int64_t paused = engine.stats().batch_paused_steps;
+  const double batch_share = 1.0 - static_cast<double>(paused) / static_cast<double>(steps);
+  EXPECT_GE(batch_share, 0.15) << paused << " of " << steps << " steps paused batch work";
+  EXPECT_LE(batch_share, 0.5) << paused << " of " << steps << " steps paused batch work";
+  ASSERT_TRUE(engine.RunOnce());
+  EXPECT_EQ(engine.stats().batch_paused_steps, paused) << "batch work alone again: no pause";
+  while (engine.RunOnce()) {
+  }
+  ASSERT_TRUE(batch.done && batch.result.ok());
+}
+
 // Within a lane, jobs with earlier deadlines are admitted first; jobs without one come after.
 TEST_F(SchedulerTest, EarliestDeadlineFirstWithinALane) {
   options_.max_active_sequences = 1;

@@ -275,8 +275,7 @@ ModelRegistry::ApplyResult ModelRegistry::Apply(const std::vector<ModelSpec>& sp
     old.reset();
     Notify(spec.name, true);
     Log(absl::StrCat("model ", spec.name, is_new ? ": added " : ": replaced, now ", description,
-                     " in ", absl::FormatDuration(absl::Trunc(absl::Now() - start,
-                                                              absl::Milliseconds(1)))));
+                     " in ", absl::ToInt64Milliseconds(absl::Now() - start), " ms"));
     (is_new ? result.added : result.replaced).push_back(spec.name);
   }
   current.clear();  // outside the locks: may hand models to the reaper

@@ -188,13 +188,13 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
 
 }  // namespace
 
-absl::StatusOr<const LoadedModel*> ModelForPair(const ModelRegistry& registry,
-                                                absl::string_view source,
-                                                absl::string_view target) {
+absl::StatusOr<std::shared_ptr<const LoadedModel>> ModelForPair(const ModelRegistry& registry,
+                                                                absl::string_view source,
+                                                                absl::string_view target) {
   bool known_source = false, known_target = false;
   for (const auto& [name, entry] : registry.models()) {
     const ModelInfo& info = entry->model->info();
-    if (info.source_language == source && info.target_language == target) return entry.get();
+    if (info.source_language == source && info.target_language == target) return entry;
     known_source |= info.source_language == source;
     known_target |= info.target_language == target;
   }

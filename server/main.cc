@@ -23,7 +23,9 @@
 #include "absl/time/clock.h"
 #include "server/http_api.h"
 #include "server/http_server.h"
+#include "server/live_models.h"
 #include "server/metrics.h"
+#include "server/model_config.h"
 #include "server/model_registry.h"
 #include "server/service.h"
 
@@ -37,7 +39,11 @@
 ABSL_FLAG(std::vector<std::string>, model, {},
           "Model to serve, as NAME=PATH (a Glossa model file from model_tools/glossa-convert); "
           "repeat the flag or separate with commas for several. Default: the bundled demo model "
-          "as 'opus-mt-es-en'.");
+          "as 'opus-mt-es-en'. Not with --model_config.");
+ABSL_FLAG(std::string, model_config, "", glossa::server::kModelConfigFlagHelp);
+ABSL_FLAG(absl::Duration, model_config_poll, absl::Seconds(1),
+          "How often --model_config and the model files it names are checked for changes (a "
+          "change is applied once it has held still for one check); 0: only on SIGHUP");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address, HOST:PORT (port 0 picks a free one; use 0.0.0.0 to listen everywhere)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
@@ -186,11 +192,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() {
   return grpc::SslServerCredentials(options);
 }
 
-sigset_t BlockShutdownSignals() {
+// SIGTERM and SIGINT (and SIGHUP, to reload --model_config): main() waits for them with sigwait.
+sigset_t BlockSignals(bool reload) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  if (reload) sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: all inherit it
   return set;
 }
@@ -202,16 +210,24 @@ int main(int argc, char** argv) {
   glossa::SetUsage(
       "Serves translation models over gRPC (service glossa.v1.Translator, health, reflection)\n"
       "and HTTP/JSON (LibreTranslate's API, /v1/translate, and a page to try it at /).\n"
-      "  glossa-server [--model NAME=PATH ...] [--listen HOST:PORT]");
+      "  glossa-server [--model NAME=PATH ... | --model_config FILE] [--listen HOST:PORT]\n"
+      "With --model_config the models change while the server runs: edit the file (or send\n"
+      "SIGHUP) to add, replace or remove models without a restart.");
   std::vector<std::string> merged;
   MergeRepeatedModelFlags(argc, argv, merged);
   const bool metrics_listen_given = FlagOnCommandLine(argc, argv, "metrics_listen");
   const bool http_listen_given = FlagOnCommandLine(argc, argv, "http_listen");
   absl::ParseCommandLine(argc, argv);
-  const sigset_t signals = BlockShutdownSignals();
+  const std::string model_config = absl::GetFlag(FLAGS_model_config);
+  const sigset_t signals = BlockSignals(/*reload=*/!model_config.empty());
 
-  std::vector<std::string> specs = absl::GetFlag(FLAGS_model);
-  if (specs.empty()) specs.push_back("opus-mt-es-en=" + DefaultModelPath(argv[0]));
+  std::vector<std::string> model_flags = absl::GetFlag(FLAGS_model);
+  if (!model_config.empty() && !model_flags.empty()) {
+    std::cerr << "glossa-server: --model and --model_config do not go together: list every "
+                 "model in the config file\n";
+    return 2;
+  }
+  if (model_flags.empty()) model_flags.push_back("opus-mt-es-en=" + DefaultModelPath(argv[0]));
   glossa::EngineOptions engine;
   engine.workers = absl::GetFlag(FLAGS_workers);
   if (engine.workers <= 0) {
@@ -236,14 +252,35 @@ int main(int argc, char** argv) {
     std::cerr << "glossa-server: --default_beam_size must be between 1 and --max_beam_size\n";
     return 2;
   }
-  glossa::ModelOptions model_options;
-  model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
-  model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
-  auto registry = glossa::server::ModelRegistry::Load(specs, engine, model_options);
+  // What every model gets unless its --model_config entry says otherwise.
+  glossa::server::ModelDefaults defaults;
+  defaults.engine_options = engine;
+  defaults.model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
+  defaults.model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
+  std::vector<glossa::server::ModelSpec> specs;
+  if (!model_config.empty()) {
+    auto read = glossa::server::ReadModelConfig(model_config, defaults);
+    if (!read.ok()) {
+      std::cerr << "glossa-server: --model_config " << read.status().message() << "\n";
+      return 2;
+    }
+    specs = *std::move(read);
+  } else {
+    for (const std::string& flag : model_flags) {
+      auto spec = glossa::server::ParseModelFlag(flag, defaults);
+      if (!spec.ok()) {
+        std::cerr << "glossa-server: " << spec.status().message() << "\n";
+        return 2;
+      }
+      specs.push_back(*std::move(spec));
+    }
+  }
+  auto registry = glossa::server::ModelRegistry::Load(specs);
   if (!registry.ok()) {
     std::cerr << "glossa-server: " << registry.status().message() << "\n";
     return 2;
   }
+  (*registry)->SetDrainTimeout(absl::GetFlag(FLAGS_shutdown_timeout));
   // The operators' view of what is served (ListModels no longer sends file paths to clients).
   for (const auto& [name, entry] : (*registry)->models()) {
     const glossa::ModelInfo& info = entry->model->info();
@@ -351,6 +388,22 @@ int main(int argc, char** argv) {
   health->SetServingStatus(true);
   for (const auto& [name, entry] : (*registry)->models()) health->SetServingStatus(name, true);
   health->SetServingStatus("glossa.v1.Translator", true);
+  // --model_config: the set changes while the server runs. Health per name follows it, and so
+  // do the request metrics' labels.
+  std::unique_ptr<glossa::server::LiveModels> live;
+  if (!model_config.empty()) {
+    glossa::server::ModelRegistry* models = registry->get();
+    models->SetServingCallback([health, models, &request_metrics](const std::string& name,
+                                                                  bool serving) {
+      health->SetServingStatus(name, serving);
+      std::vector<std::string> names;
+      for (const auto& [loaded, entry] : models->models()) names.push_back(loaded);
+      request_metrics.SetLoaded(names);
+    });
+    live = std::make_unique<glossa::server::LiveModels>(models, model_config, defaults,
+                                                        absl::GetFlag(FLAGS_model_config_poll));
+    live->Start();
+  }
 
   const std::string listen = absl::GetFlag(FLAGS_listen);
   const std::string host = listen.substr(0, listen.rfind(':'));
@@ -361,7 +414,10 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   int signal = 0;
-  sigwait(&signals, &signal);
+  while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
+    if (live != nullptr) live->Reload();
+  }
+  if (live != nullptr) live->Stop();  // no model changes while draining
   const absl::Duration timeout = absl::GetFlag(FLAGS_shutdown_timeout);
   std::printf("glossa-server: %s: draining (up to %s)\n", strsignal(signal),
               absl::FormatDuration(timeout).c_str());

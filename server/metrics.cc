@@ -155,17 +155,42 @@ RequestMetrics::Series::Series()
       output_tokens(AtomicHistogram::CountBounds(kMaxRequestTokens)) {}
 
 RequestMetrics::RequestMetrics(const std::vector<std::string>& model_names) {
-  labels_.push_back("");
-  labels_.insert(labels_.end(), model_names.begin(), model_names.end());
-  for (size_t i = 0; i < labels_.size() * kNumMethods; ++i) {
-    series_.push_back(std::make_unique<Series>());
+  absl::MutexLock lock(&add_mu_);
+  AddLabelLocked("");
+  for (const std::string& name : model_names) AddLabelLocked(name);
+  only_label_.store(model_names.size() == 1 ? 1 : 0);
+}
+
+int RequestMetrics::AddLabelLocked(const std::string& name) {
+  const int n = num_labels_.load(std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    if (labels_[i] == name) return i;
   }
+  if (n > kMaxModelLabels) return 0;
+  labels_[n] = name;
+  for (int m = 0; m < kNumMethods; ++m) series_[n * kNumMethods + m] = std::make_unique<Series>();
+  num_labels_.store(n + 1, std::memory_order_release);
+  return n;
+}
+
+void RequestMetrics::SetLoaded(const std::vector<std::string>& loaded) {
+  absl::MutexLock lock(&add_mu_);
+  int only = 0;
+  for (const std::string& name : loaded) only = AddLabelLocked(name);
+  only_label_.store(loaded.size() == 1 ? only : 0, std::memory_order_release);
+}
+
+std::vector<std::string> RequestMetrics::model_labels() const {
+  const int n = num_labels_.load(std::memory_order_acquire);
+  return std::vector<std::string>(labels_.begin(), labels_.begin() + n);
 }
 
 int RequestMetrics::ModelLabel(absl::string_view requested) const {
-  if (requested.empty()) return labels_.size() == 2 ? 1 : 0;  // the only model, or ambiguous
-  for (size_t i = 1; i < labels_.size(); ++i) {
-    if (labels_[i] == requested) return static_cast<int>(i);
+  // The only model, or ambiguous.
+  if (requested.empty()) return only_label_.load(std::memory_order_acquire);
+  const int n = num_labels_.load(std::memory_order_acquire);
+  for (int i = 1; i < n; ++i) {
+    if (labels_[i] == requested) return i;
   }
   return 0;
 }
@@ -217,7 +242,38 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   CollectEngines(&out);
   CollectProcess(&out);
   CollectCache(&out);
+  CollectModels(&out);
   return out;
+}
+
+void MetricsCollector::CollectModels(std::vector<MetricFamily>* out) const {
+  const ModelRegistry::ReloadStats s = registry_->reload_stats();
+  auto loaded = Family("glossa_models_loaded", "Models served now.", MetricType::Gauge);
+  AddValue(&loaded, {}, static_cast<double>(registry_->models().size()));
+  auto retiring = Family("glossa_models_retiring",
+                         "Models removed or replaced by a --model_config reload whose in-flight "
+                         "requests have not all finished (they are unloaded then).",
+                         MetricType::Gauge);
+  AddValue(&retiring, {}, static_cast<double>(s.retiring));
+  auto reloads = Family("glossa_model_reloads_total",
+                        "Reloads of --model_config (SIGHUP or a change): ok, or failed (the file "
+                        "could not be read or parsed, or a model in it failed to load).",
+                        MetricType::Counter);
+  AddValue(&reloads, {{"result", "ok"}}, static_cast<double>(s.reloads_ok));
+  AddValue(&reloads, {{"result", "failed"}}, static_cast<double>(s.reloads_failed));
+  auto last = Family("glossa_model_config_last_reload_successful",
+                     "1 when the last --model_config reload applied everything (or none ran), "
+                     "0 when it failed in whole or in part.",
+                     MetricType::Gauge);
+  AddValue(&last, {}, s.last_reload_ok ? 1 : 0);
+  auto failures = Family("glossa_model_load_failures_total",
+                         "Models that failed to load in a --model_config reload, by name (the "
+                         "model served before, if any, kept serving).",
+                         MetricType::Counter);
+  for (const auto& [name, n] : s.load_failures) {
+    AddValue(&failures, {{"model", name}}, static_cast<double>(n));
+  }
+  for (auto* f : {&loaded, &retiring, &reloads, &last, &failures}) out->push_back(std::move(*f));
 }
 
 void MetricsCollector::CollectCache(std::vector<MetricFamily>* out) const {
@@ -277,7 +333,7 @@ void MetricsCollector::CollectRequests(std::vector<MetricFamily>* out) const {
                           "(max_output_tokens, or the server's or model's limit): cut short, or "
                           "ended by a forced end of sentence.",
                           MetricType::Counter);
-  const std::vector<std::string>& models = requests_->model_labels();
+  const std::vector<std::string> models = requests_->model_labels();
   for (int model = 0; model < static_cast<int>(models.size()); ++model) {
     for (int m = 0; m < kNumMethods; ++m) {
       const Method method = static_cast<Method>(m);

@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/metrics.h"
 #include "server/model_registry.h"
 #include "server/result_cache.h"
@@ -82,15 +83,28 @@ class RequestMetrics {
   // model_names: the loaded models; label 0 is "" (see the file comment).
   explicit RequestMetrics(const std::vector<std::string>& model_names);
 
+  // The models served now, when they change (--model_config): names not seen before get their
+  // series (labels are never taken away: counters do not go back), and an empty model name
+  // resolves to the only one of `loaded`. At most kMaxModelLabels names ever get a label;
+  // later ones are counted under "".
+  void SetLoaded(const std::vector<std::string>& loaded);
+  static constexpr int kMaxModelLabels = 256;
+
   // The label index for the model a request names: an empty name resolves to the only model.
   int ModelLabel(absl::string_view requested) const;
-  const std::vector<std::string>& model_labels() const { return labels_; }
+  // Every label so far, "" first (a copy: labels may be added meanwhile).
+  std::vector<std::string> model_labels() const;
   Series& series(int model_label, Method method);
   const Series& series(int model_label, Method method) const;
 
  private:
-  std::vector<std::string> labels_;
-  std::vector<std::unique_ptr<Series>> series_;  // labels_.size() × kNumMethods
+  int AddLabelLocked(const std::string& name);
+  // Written once each, before num_labels_ publishes them; read without a lock.
+  std::array<std::string, kMaxModelLabels + 1> labels_;
+  std::array<std::unique_ptr<Series>, (kMaxModelLabels + 1) * kNumMethods> series_;
+  std::atomic<int> num_labels_{0};
+  std::atomic<int> only_label_{0};  // the label of an empty model name: the only model, or 0
+  absl::Mutex add_mu_;             // serializes SetLoaded
 };
 
 // One RPC's outcome. The reactor creates it when the call starts (the clock starts), tells it
@@ -139,6 +153,7 @@ class MetricsCollector final : public prometheus::Collectable {
   void CollectEngines(std::vector<prometheus::MetricFamily>* out) const;
   void CollectProcess(std::vector<prometheus::MetricFamily>* out) const;
   void CollectCache(std::vector<prometheus::MetricFamily>* out) const;
+  void CollectModels(std::vector<prometheus::MetricFamily>* out) const;
 
   const ModelRegistry* registry_;
   const RequestMetrics* requests_;

@@ -21,7 +21,8 @@ struct RequestLimits {
 };
 
 struct PreparedRequest {
-  LoadedModel* model = nullptr;
+  // Held for the request's life: a model removed or replaced meanwhile finishes it.
+  std::shared_ptr<LoadedModel> model;
   // With split_sentences: the sentences translated (`sources` are theirs) and how to join them.
   std::shared_ptr<const Documents> documents;
   TextSources sources;

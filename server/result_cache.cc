@@ -86,7 +86,9 @@ ResultCache::Stats ResultCache::stats() const {
 
 std::string CacheKey(const PreparedRequest& p, const std::string& text) {
   if (!p.deterministic) return "";
-  return absl::StrCat(p.model->name, std::string(1, '\0'), p.source_token, ",",
+  // The generation: a model replaced under the same name does not answer with the old one's.
+  return absl::StrCat(p.model->name, "#", p.model->generation, std::string(1, '\0'),
+                      p.source_token, ",",
                       OptionsKey(p.search),
                       std::string(1, '\0'), text);
 }

@@ -1,6 +1,7 @@
 // A cache of finished translations, shared by every model and RPC of a server: LRU, bounded in
 // bytes. Keyed by model name, the resolved decoding options and the source text, so that a hit
-// is exactly what the engine would compute (see CacheKey); requests that are not deterministic
+// is exactly what the engine would compute (see CacheKey; the model's generation is part of it, so
+// a model reloaded under the same name starts with no entries); requests that are not deterministic
 // (sampling without a seed: the engine draws one) are never looked up nor stored.
 //
 // A request of several texts is answered from the cache for the texts it holds; only the others

@@ -250,10 +250,13 @@ def exprs_in(node):
 class GlossaServer:
     """glossa-server on free loopback ports (gRPC and metrics), stopped by stop()."""
 
-    def __init__(self, *flags):
+    def __init__(self, *flags, models=None):
+        """models: the flags naming the models (default: --model demo=MODEL)."""
         self.stderr = tempfile.TemporaryFile(mode="w+b")
+        if models is None:
+            models = ("--model", f"{MODEL_NAME}={MODEL}")
         self.args = [SERVER, "--listen", "127.0.0.1:0", "--metrics_listen", "127.0.0.1:0",
-                     "--model", f"{MODEL_NAME}={MODEL}", "--shutdown_timeout", "5s", *flags]
+                     *models, "--shutdown_timeout", "5s", *flags]
         env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self.stderr,
                                      env=env, preexec_fn=_die_with_parent)

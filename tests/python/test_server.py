@@ -146,10 +146,13 @@ def raw_translate_request(model, texts):
 class ServerProcess:
     """A glossa-server on a free local port, with its output collected."""
 
-    def __init__(self, *flags, credentials=None):
-        """credentials: grpc.ChannelCredentials for a TLS server (None: plaintext)."""
+    def __init__(self, *flags, credentials=None, models=None):
+        """credentials: grpc.ChannelCredentials for a TLS server (None: plaintext). models: the
+        flags that name the models (default: --model demo=MODEL)."""
         self.stderr = tempfile.TemporaryFile(mode="w+b")
-        self.args = [SERVER, "--listen", "127.0.0.1:0", "--model", f"{MODEL_NAME}={MODEL}",
+        if models is None:
+            models = ("--model", f"{MODEL_NAME}={MODEL}")
+        self.args = [SERVER, "--listen", "127.0.0.1:0", *models,
                      "--shutdown_timeout", "5s", *flags]
         env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self.stderr,

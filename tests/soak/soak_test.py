@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Load-and-fault ("soak") test of glossa-server (issue #8). ctest label `soak`, not run by default.
 
-Many concurrent gRPC clients (default 500, for 120 s) send mixed requests to a server holding two
-model files, while the test SIGTERMs the server in the middle and restarts it on the same port.
-Afterwards it checks:
+Many concurrent gRPC clients (default 500, for 120 s) send mixed requests (both lanes: a quarter
+PRIORITY_BATCH; the result cache on, as by default) to a server holding two model files from a
+--model_config file. Part way (--reload_at) the test points model A at another path to the same
+weights and sends SIGHUP: the server loads it and swaps it in under load, and no request may fail
+for it. Later it SIGTERMs the server and restarts it on the same port. Afterwards it checks:
   - no crash: both server processes exit 0 on SIGTERM (the first one while under load, draining
     its in-flight requests), and neither dies on its own;
   - every OK response equals the expected output, computed from the server before the load
@@ -273,8 +275,12 @@ async def one_call(stub, rng, request, cfg, expected, eos, shared, stats):
         if method == "ListModels":
             result = await stub.ListModels(tm.pb.ListModelsRequest(), timeout=timeout)
         else:
-            req = tm.pb.TranslateRequest(model=model, texts=texts,
-                                         options=tm.pb.DecodingOptions(**options))
+            # Both lanes: the batch lane's share of the translations (the outputs do not depend
+            # on the lane).
+            batch = rng.random() < cfg.get("batch_share", 0)
+            req = tm.pb.TranslateRequest(
+                model=model, texts=texts, options=tm.pb.DecodingOptions(**options),
+                priority=tm.pb.PRIORITY_BATCH if batch else tm.pb.PRIORITY_INTERACTIVE)
             if method == "Translate":
                 call = stub.Translate(req, timeout=timeout)
             else:
@@ -621,12 +627,40 @@ class RssSampler(threading.Thread):
                     self.samples.append((time.monotonic(), pid, rss))
 
 
-def start_server(args, port, second_model):
-    tm.MODEL = args.model
-    return tm.GlossaServer("--listen", f"127.0.0.1:{port}", "--model", f"{MODEL_B}={second_model}",
+def write_model_config(path, model_a_path, second_model):
+    """The servers' --model_config (replaced at once, by rename, as a reload wants)."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(f"{MODEL_A}={model_a_path}\n{MODEL_B}={second_model}\n")
+    os.replace(path + ".tmp", path)
+
+
+def start_server(args, port, config):
+    return tm.GlossaServer("--listen", f"127.0.0.1:{port}", "--model_config", config,
                            "--workers", str(args.workers), "--threads", str(args.threads),
                            "--shutdown_timeout", f"{args.shutdown_timeout}s",
-                           "--max_queue", str(args.max_queue))
+                           "--max_queue", str(args.max_queue), models=())
+
+
+def reload_model_a(server, args, config, second_model, tmp):
+    """Points MODEL_A at another path to the same weights and sends SIGHUP: the server loads it
+    and swaps it in under load (a new mapping, engine and result-cache generation; the outputs
+    stay the expected ones). (ok, seconds until the reload was counted, why it failed)."""
+    link = os.path.join(tmp, "model-a-reloaded.glossa")
+    os.symlink(os.path.abspath(args.model), link)
+    write_model_config(config, link, second_model)
+    t = time.monotonic()
+    server.proc.send_signal(signal.SIGHUP)
+    while time.monotonic() - t < 120:
+        expo = scrape_requests(server)
+        if expo is not None:
+            ok = expo.get("glossa_model_reloads_total", result="ok") or 0
+            failed = expo.get("glossa_model_reloads_total", result="failed") or 0
+            if ok or failed:
+                return bool(ok) and not failed, time.monotonic() - t, "" if ok else "failed"
+        if server.proc.poll() is not None:
+            return False, time.monotonic() - t, f"the server exited with {server.proc.poll()}"
+        time.sleep(0.2)
+    return False, time.monotonic() - t, "no reload counted within 120 s"
 
 
 def sigterm_and_wait(server, timeout):
@@ -652,8 +686,13 @@ def parse_args(argv):
     p.add_argument("--duration", type=float, default=120, help="seconds of load")
     p.add_argument("--processes", type=int, default=2, help="client worker processes")
     p.add_argument("--clients_per_channel", type=int, default=50)
+    p.add_argument("--reload_at", type=float, default=0.15,
+                   help="replace model A (--model_config and SIGHUP) in the first server after "
+                   "this share of --duration (before --restart_at)")
     p.add_argument("--restart_at", type=float, default=0.3,
                    help="SIGTERM the first server after this share of --duration")
+    p.add_argument("--batch_share", type=float, default=0.25,
+                   help="share of the translations sent with PRIORITY_BATCH (the batch lane)")
     p.add_argument("--restart_gap", type=float, default=1.0,
                    help="seconds between the first server's exit and the second's start")
     p.add_argument("--warmup", type=float, default=20,
@@ -717,7 +756,9 @@ def run(args, dev_es, tmp):
     sentences = read_sentences(dev_es, args.sentences, args.max_words, args.seed)
     port = tm.free_port()
     log(f"server 1 on 127.0.0.1:{port}: {args.server} ({MODEL_A}, {MODEL_B})")
-    server = start_server(args, port, second_model)
+    config = os.path.join(tmp, "models.conf")
+    write_model_config(config, os.path.abspath(args.model), second_model)
+    server = start_server(args, port, config)
     t = time.monotonic()
     expected, unstable, disagree = compute_expected(server, sentences,
                                                     second_about.startswith("byte copy"))
@@ -734,7 +775,8 @@ def run(args, dev_es, tmp):
                expected=[(m, p, s, want) for (m, p, s), want in expected.items()],
                seed=args.seed, deadline_s=args.deadline, short_deadline_s=(0.02, 40.0),
                cancel_after_s=(0.001, 40.0), fate_weights=[70, 15, 15],
-               clients_per_channel=args.clients_per_channel, ramp_s=min(5.0, args.duration / 10))
+               clients_per_channel=args.clients_per_channel, ramp_s=min(5.0, args.duration / 10),
+               batch_share=args.batch_share)
     per = [args.clients // args.processes + (i < args.clients % args.processes)
            for i in range(args.processes)]
     workers = [ctx.Process(target=worker_main, args=(i, n, cfg, shared, results), daemon=True)
@@ -749,6 +791,8 @@ def run(args, dev_es, tmp):
                                models={MODEL_A: args.model, MODEL_B: second_about},
                                server=args.server, server_flags=server.args[1:],
                                restart_at_s=round(args.duration * args.restart_at, 1),
+                               reload_at_s=round(args.duration * args.reload_at, 1),
+                               batch_share=args.batch_share,
                                warmup_s=args.warmup, normal_deadline_s=args.deadline,
                                short_deadline_s_log_uniform=cfg["short_deadline_s"],
                                cancel_after_s_log_uniform=cfg["cancel_after_s"],
@@ -773,8 +817,19 @@ def run(args, dev_es, tmp):
             time.sleep(0.2)
         return None
 
-    # Phase 1: the first server under load, then SIGTERM while requests are in flight.
-    died = wait_until(t0 + args.duration * args.restart_at, server)
+    # Phase 1: the first server under load, model A replaced in the middle (SIGHUP), then
+    # SIGTERM while requests are in flight.
+    died = wait_until(t0 + args.duration * min(args.reload_at, args.restart_at), server)
+    if died is None:
+        t_reload = time.monotonic()
+        log(f"reload: {MODEL_A} -> another path to the same weights, SIGHUP to server 1")
+        ok, took, why = reload_model_a(server, args, config, second_model, tmp)
+        log(f"reload {'done' if ok else 'FAILED'} in {took:.1f} s")
+        summary["reload"] = dict(at_s=round(t_reload - t0, 1), took_s=round(took, 2), ok=ok)
+        if not ok:
+            failures.append(f"the reload of {MODEL_A} under load failed ({why}):\n"
+                            f"{server.output()[-3000:]}")
+        died = wait_until(t0 + args.duration * args.restart_at, server)
     if died is not None:
         failures.append(f"server 1 exited by itself with {died}:\n{server.output()[-3000:]}")
         return finish(summary, failures, args, shared, workers, results, rss, None)
@@ -803,7 +858,7 @@ def run(args, dev_es, tmp):
     shared.t_spawn2.value = time.monotonic()
     t_spawn2 = time.monotonic()
     try:
-        server = start_server(args, port, second_model)
+        server = start_server(args, port, config)
     except AssertionError as e:
         failures.append(f"server 2 did not start on port {port}: {e}")
         return finish(summary, failures, args, shared, workers, results, rss, None)

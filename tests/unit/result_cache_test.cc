@@ -65,5 +65,21 @@ TEST(ResultCacheTest, StoringAKeyAgainReplacesIt) {
   EXPECT_EQ(cache.Lookup("a")->hypotheses[0].text, "two");
 }
 
+TEST(ResultCacheTest, AModelReloadedUnderItsNameHasOtherKeys) {
+  // --model_config replaced the model behind a name: the old one's translations must not answer.
+  auto before = std::make_shared<LoadedModel>();
+  before->name = "m";
+  before->generation = 7;
+  auto after = std::make_shared<LoadedModel>();
+  after->name = "m";
+  after->generation = 8;
+  PreparedRequest p;
+  p.model = before;
+  const std::string old_key = CacheKey(p, "hola");
+  p.model = after;
+  EXPECT_NE(CacheKey(p, "hola"), old_key);
+  EXPECT_EQ(CacheKey(p, "hola"), CacheKey(p, "hola"));
+}
+
 }  // namespace
 }  // namespace glossa::server

@@ -8,9 +8,10 @@
 Run with the peer's environment (../shared/peer/ctranslate2/env.sh: PYTHONPATH, LD_LIBRARY_PATH).
 Tokenizes like the peer's run.py (source.spm, </s> appended; <pad> suppressed when the model
 starts the decoder from it), then:
-  1. load: ctranslate2.Translator(...) and the first input line alone; first_translation_s is
-     the time from before the Translator is made to that line's result ("file to first
-     translation"); import_s (the Python module) is reported apart;
+  1. load: ctranslate2.Translator(...) and the first input line alone (greedy, at most
+     --first_max_output_tokens tokens); first_translation_s is the time from before the
+     Translator is made to that line's result ("file to first translation"); import_s (the
+     Python module) is reported apart;
   2. warm-up: the first --warmup lines, untimed;
   3. the timed run: one translate_batch over every line, max_batch_size = --batch_size examples
      (CTranslate2 sorts them by length and spreads the batches over its --inter_threads workers).
@@ -64,6 +65,8 @@ def main():
     ap.add_argument("--max_output_tokens", type=int, default=256)
     ap.add_argument("--min_output_tokens", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=8)
+    ap.add_argument("--first_max_output_tokens", type=int, default=16,
+                    help="the first translation: line 1, greedy, at most this many tokens (0: as the run)")
     ap.add_argument("--source_prefix")
     ap.add_argument("--target_prefix")
     args = ap.parse_args()
@@ -85,18 +88,21 @@ def main():
     if suppress:
         options["suppress_sequences"] = [["<pad>"]]
 
-    def translate(batch):
+    def translate(batch, **override):
         target_prefix = [prefix] * len(batch) if prefix else None
         results = translator.translate_batch(batch, target_prefix=target_prefix,
                                              max_batch_size=args.batch_size, batch_type="examples",
-                                             **options)
+                                             **dict(options, **override))
         return [r.hypotheses[0][len(prefix):] for r in results]
 
     t0 = time.perf_counter()
     translator = ctranslate2.Translator(args.model, device="cpu", compute_type=args.compute_type,
                                        intra_threads=args.threads, inter_threads=args.inter_threads)
     load_s = time.perf_counter() - t0
-    translate(sources[:1])
+    first = dict(beam_size=1, min_decoding_length=0)
+    if args.first_max_output_tokens > 0:
+        first["max_decoding_length"] = args.first_max_output_tokens
+    translate(sources[:1], **first)
     first_translation_s = time.perf_counter() - t0
     rss_after_load = rss_mb("VmRSS")
     if args.warmup:
@@ -115,7 +121,7 @@ def main():
         "engine": "ctranslate2", "ct2_version": ctranslate2.__version__, "model": args.model,
         "compute_type": translator.compute_type, "beam_size": args.beam_size,
         "batch_size": args.batch_size, "workers": args.inter_threads, "threads": args.threads,
-        "sentences": len(sources), "source_tokens": sum(len(s) - 1 - len(head) for s in sources),
+        "sentences": len(sources), "source_tokens": sum(len(s) - 1 for s in sources),
         "target_tokens": target_tokens,
         "length_limited": sum(1 for t in outputs if len(t) >= args.max_output_tokens),
         "import_s": round(IMPORT_S, 4), "load_s": round(load_s, 4),

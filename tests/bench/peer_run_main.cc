@@ -5,9 +5,10 @@
 //     [--min_output_tokens 0] [--output FILE]
 //
 // Timeline (the same in both drivers):
-//   1. load: Model::Load + the engine, then the first input line alone is translated;
-//      first_translation_s is the time from before Model::Load to that line's result
-//      ("file to first translation"; the file is usually in the page cache).
+//   1. load: Model::Load + the engine, then the first input line alone is translated, greedy,
+//      at most --first_max_output_tokens tokens; first_translation_s is the time from before
+//      Model::Load to that line's result ("file to first translation"; the file is usually in
+//      the page cache).
 //   2. warm-up: the first --warmup lines, untimed.
 //   3. the timed run: every line in ONE job, longest first (as Translator, glossa-translate and
 //      CTranslate2's translate_batch do), decoded by --workers engine workers of --threads
@@ -59,6 +60,9 @@ ABSL_FLAG(int, min_output_tokens, 0,
           "End of sentence banned until this many tokens were generated; may equal "
           "--max_output_tokens (fixed-length outputs)");
 ABSL_FLAG(int, warmup, 8, "Lines translated untimed before the timed run");
+ABSL_FLAG(int, first_max_output_tokens, 16,
+          "The first translation (the load figure): line 1, greedy, at most this many tokens "
+          "(0: the run's --max_output_tokens), no minimum");
 ABSL_FLAG(std::string, source_language, "", "Source language (multilingual models)");
 ABSL_FLAG(std::string, target_language, "", "Target language (multilingual models)");
 ABSL_FLAG(int64_t, kv_cache_mb, 16384,
@@ -161,8 +165,16 @@ int main(int argc, char** argv) {
   if (!sources.ok()) return Fail(std::string(sources.status().message()), 2);
   if (sources->sources.size() != lines->size()) return Fail("empty input lines", 2);
 
-  // 1. The first line alone: file to first translation.
-  auto first = RunJob(engine, {sources->sources[0]}, *search);
+  // 1. The first line alone, greedy and short: file to first translation.
+  glossa::TranslateOptions first_options = options;
+  first_options.beam_size = 1;
+  first_options.min_output_tokens = 0;
+  if (absl::GetFlag(FLAGS_first_max_output_tokens) > 0) {
+    first_options.max_output_tokens = absl::GetFlag(FLAGS_first_max_output_tokens);
+  }
+  auto first_search = engine.Resolve(first_options);
+  if (!first_search.ok()) return Fail(std::string(first_search.status().message()), 2);
+  auto first = RunJob(engine, {sources->sources[0]}, *first_search);
   if (!first.ok()) return Fail(std::string(first.status().message()), 1);
   const double first_translation_s = Seconds(Clock::now() - t0);
   const double rss_after_load_mb = glossa::bench::ProcStatusMb("VmRSS");

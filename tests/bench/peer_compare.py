@@ -15,8 +15,9 @@ Engines: Glossa through build/glossa-peer-run (tests/bench/peer_run_main.cc: Mod
 Engine, every line in one job, longest first, as glossa-translate and glossa-server translate);
 CTranslate2 4.8.1 from ../shared/peer/ctranslate2 through tests/bench/peer_ct2_run.py (its
 translate_batch over every line; it sorts them by length itself). Both drivers time the same
-steps: load, the first line alone (greedy, at most 16 tokens: the load figure), a warm-up of
-min(8, batch) lines, then the timed run over all lines.
+steps: load, the first line alone (greedy, at most 16 tokens: the load figure), a warm-up (as
+many lines as the workers decode at once, at most 16 tokens each: it makes the primitives for the
+cell's row counts), then the timed run over all lines.
 
 Cells:
   compute type  float32: both float32. int8: CTranslate2's int8 (int8 weights, float32 elsewhere)
@@ -40,7 +41,9 @@ Models:
                 forced_eos_token_id, which Glossa honours (CTranslate2 does not): Glossa's limit is
                 65 with the 65th token the forced end of sentence, not counted, so Glossa runs one
                 decoder step more per sentence (1/65 of the work) for the same 64 tokens.
-                nllb-600m: spa_Latn -> eng_Latn; the target language token is not counted.
+                nllb-600m: spa_Latn -> eng_Latn, no forced end of sentence; the target language
+                token (Glossa: forced first token; CTranslate2: target prefix) is within both
+                limits and in neither count.
 Models are converted once and kept under --work_dir: glossa-convert (float32 and --dtype int8)
 and the peer's hf_to_ct2.py (float32 and --quantization int8).
 
@@ -72,8 +75,8 @@ PYTHON = "/usr/bin/python3"
 SHAPES = ("opus-mt-base", "opus-mt-big", "nllb-600m")
 # (sentences for batch > 1, sentences for batch 1): defaults sized for ~10 min (demo) and ~15 min
 # (opus-mt-base) on the project's 2-core machine with every default cell (see the README).
-DEFAULT_SENTENCES = {"demo": (240, 60), "opus-mt-base": (64, 4), "opus-mt-big": (32, 2),
-                     "nllb-600m": (32, 2)}
+DEFAULT_SENTENCES = {"demo": (300, 100), "opus-mt-base": (64, 4), "opus-mt-big": (64, 2),
+                     "nllb-600m": (64, 2)}
 LANGUAGES = {"nllb-600m": ("spa_Latn", "eng_Latn")}
 PEAK_FLOP_PER_CORE = 117e9
 FIRST_MAX_TOKENS = 16
@@ -343,10 +346,11 @@ def main():
         }
         # Length options of each engine (see the docstring).
         if fixed:
-            extra = 1 if langs else 0  # Glossa counts the forced language token as generated
+            extra = 1 if langs else 0  # the forced target language token, generated, not counted
             g_len = ["--max_output_tokens", str(fixed + extra + (1 if forced_eos is not None else 0)),
                      "--min_output_tokens", str(fixed + extra)]
-            c_len = ["--max_output_tokens", str(fixed), "--min_output_tokens", str(fixed)]
+            # CTranslate2's max/min_decoding_length count its target prefix (the language) too.
+            c_len = ["--max_output_tokens", str(fixed + extra), "--min_output_tokens", str(fixed + extra)]
         else:
             g_len = ["--max_output_tokens", str(args.max_output_tokens)]
             c_len = ["--max_output_tokens", str(args.max_output_tokens)]
@@ -368,7 +372,8 @@ def main():
                         source, count = input_file(args, count)
                         common = ["--input", str(source), "--beam_size", str(beam),
                                   "--batch_size", str(batch), "--threads", str(threads),
-                                  "--warmup", str(min(8, batch)),
+                                  "--warmup", str(min(count, batch * workers)),
+                                  "--warmup_max_output_tokens", str(FIRST_MAX_TOKENS),
                                   "--first_max_output_tokens", str(FIRST_MAX_TOKENS)]
                         commands = []
                         for label, path, ctype in variants:

@@ -12,7 +12,7 @@ starts the decoder from it), then:
      --first_max_output_tokens tokens); first_translation_s is the time from before the
      Translator is made to that line's result ("file to first translation"); import_s (the
      Python module) is reported apart;
-  2. warm-up: the first --warmup lines, untimed;
+  2. warm-up: the first --warmup lines (at most --warmup_max_output_tokens tokens each), untimed;
   3. the timed run: one translate_batch over every line, max_batch_size = --batch_size examples
      (CTranslate2 sorts them by length and spreads the batches over its --inter_threads workers).
 target_tokens: hypothesis tokens without end of sentence and without the --target_prefix token.
@@ -65,6 +65,8 @@ def main():
     ap.add_argument("--max_output_tokens", type=int, default=256)
     ap.add_argument("--min_output_tokens", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=8)
+    ap.add_argument("--warmup_max_output_tokens", type=int, default=0,
+                    help="warm-up: at most this many tokens per line, no minimum (0: as the run)")
     ap.add_argument("--first_max_output_tokens", type=int, default=16,
                     help="the first translation: line 1, greedy, at most this many tokens (0: as the run)")
     ap.add_argument("--source_prefix")
@@ -101,12 +103,16 @@ def main():
     load_s = time.perf_counter() - t0
     first = dict(beam_size=1, min_decoding_length=0)
     if args.first_max_output_tokens > 0:
-        first["max_decoding_length"] = args.first_max_output_tokens
+        first["max_decoding_length"] = args.first_max_output_tokens + len(prefix)
     translate(sources[:1], **first)
     first_translation_s = time.perf_counter() - t0
     rss_after_load = rss_mb("VmRSS")
     if args.warmup:
-        translate(sources[: args.warmup])
+        warm = {}
+        if args.warmup_max_output_tokens > 0:
+            warm = dict(max_decoding_length=args.warmup_max_output_tokens + len(prefix),
+                        min_decoding_length=0)
+        translate(sources[: args.warmup], **warm)
 
     start = time.perf_counter()
     outputs = translate(sources)

@@ -9,7 +9,7 @@
 //      at most --first_max_output_tokens tokens; first_translation_s is the time from before
 //      Model::Load to that line's result ("file to first translation"; the file is usually in
 //      the page cache).
-//   2. warm-up: the first --warmup lines, untimed.
+//   2. warm-up: the first --warmup lines (at most --warmup_max_output_tokens tokens each), untimed.
 //   3. the timed run: every line in ONE job, longest first (as Translator, glossa-translate and
 //      CTranslate2's translate_batch do), decoded by --workers engine workers of --threads
 //      OpenMP threads each, --batch_size sentences at once per worker (continuous batching).
@@ -60,6 +60,8 @@ ABSL_FLAG(int, min_output_tokens, 0,
           "End of sentence banned until this many tokens were generated; may equal "
           "--max_output_tokens (fixed-length outputs)");
 ABSL_FLAG(int, warmup, 8, "Lines translated untimed before the timed run");
+ABSL_FLAG(int, warmup_max_output_tokens, 0,
+          "Warm-up: at most this many tokens per line, no minimum (0: as the timed run)");
 ABSL_FLAG(int, first_max_output_tokens, 16,
           "The first translation (the load figure): line 1, greedy, at most this many tokens "
           "(0: the run's --max_output_tokens), no minimum");
@@ -161,6 +163,9 @@ int main(int argc, char** argv) {
   auto languages = glossa::ResolveLanguages((*model)->info(), (*model)->tokenizer(),
                                             options.source_language, options.target_language);
   if (!languages.ok()) return Fail(std::string(languages.status().message()), 2);
+  // The short first translation and warm-up: the forced language token is one of Glossa's
+  // generated tokens, while CTranslate2 counts its target prefix apart.
+  const int language_token = search->forced_bos_id >= 0 ? 1 : 0;
   auto sources = glossa::TokenizeTexts(**model, *lines, 0, languages->source_token);
   if (!sources.ok()) return Fail(std::string(sources.status().message()), 2);
   if (sources->sources.size() != lines->size()) return Fail("empty input lines", 2);
@@ -170,7 +175,7 @@ int main(int argc, char** argv) {
   first_options.beam_size = 1;
   first_options.min_output_tokens = 0;
   if (absl::GetFlag(FLAGS_first_max_output_tokens) > 0) {
-    first_options.max_output_tokens = absl::GetFlag(FLAGS_first_max_output_tokens);
+    first_options.max_output_tokens = absl::GetFlag(FLAGS_first_max_output_tokens) + language_token;
   }
   auto first_search = engine.Resolve(first_options);
   if (!first_search.ok()) return Fail(std::string(first_search.status().message()), 2);
@@ -183,8 +188,18 @@ int main(int argc, char** argv) {
   const size_t warm = std::min(sources->sources.size(),
                                static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_warmup))));
   if (warm > 0) {
+    glossa::SearchOptions warm_search = *search;
+    if (absl::GetFlag(FLAGS_warmup_max_output_tokens) > 0) {
+      glossa::TranslateOptions warm_options = options;
+      warm_options.max_output_tokens =
+          absl::GetFlag(FLAGS_warmup_max_output_tokens) + language_token;
+      warm_options.min_output_tokens = 0;
+      auto resolved = engine.Resolve(warm_options);
+      if (!resolved.ok()) return Fail(std::string(resolved.status().message()), 2);
+      warm_search = *resolved;
+    }
     std::vector<std::vector<int>> head(sources->sources.begin(), sources->sources.begin() + warm);
-    auto r = RunJob(engine, head, *search);
+    auto r = RunJob(engine, head, warm_search);
     if (!r.ok()) return Fail(std::string(r.status().message()), 1);
   }
 

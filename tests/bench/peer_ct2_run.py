@@ -69,6 +69,9 @@ def main():
                     help="warm-up: at most this many tokens per line, no minimum (0: as the run)")
     ap.add_argument("--first_max_output_tokens", type=int, default=16,
                     help="the first translation: line 1, greedy, at most this many tokens (0: as the run)")
+    ap.add_argument("--hold", action="store_true",
+                    help="after the first translation print the JSON line and wait until stdin "
+                    "closes (load_bench.py measures the process meanwhile); no timed run")
     ap.add_argument("--source_prefix")
     ap.add_argument("--target_prefix")
     args = ap.parse_args()
@@ -107,6 +110,13 @@ def main():
     translate(sources[:1], **first)
     first_translation_s = time.perf_counter() - t0
     rss_after_load = rss_mb("VmRSS")
+    if args.hold:
+        print(json.dumps({"engine": "ctranslate2", "compute_type": translator.compute_type,
+                          "import_s": round(IMPORT_S, 4), "load_s": round(load_s, 4),
+                          "first_translation_s": round(first_translation_s, 4),
+                          "rss_after_load_mb": rss_after_load}), file=sys.stderr, flush=True)
+        sys.stdin.read()
+        return
     if args.warmup:
         warm = {}
         if args.warmup_max_output_tokens > 0:

@@ -184,12 +184,9 @@ def main():
     source.write_text(SENTENCE + "\n", encoding="utf-8")
     env["GLOSSA_LOAD_INPUT"] = str(source)
     glossa_env = dict(os.environ, OMP_WAIT_POLICY=env["OMP_WAIT_POLICY"])
-    # Models as peer_compare.py makes them (its converters need the peer for the CT2 side).
-    if have_peer:
-        hf_dir, files, sizes = pc.prepare_model(args.model, args, env, "int8" in compute_types)
-    else:
-        sys.exit("load_bench: converting needs the peer's environment for now")
-    config, _ = pc.hf_config(hf_dir)
+    # Models as peer_compare.py makes them.
+    _, files, sizes = pc.prepare_model(args.model, args, env, "int8" in compute_types,
+                                            peer=have_peer)
     langs = pc.LANGUAGES.get(args.model)
     report = {"model": args.model, "workers": args.workers, "file_bytes": sizes, "results": {}}
     lines = []

@@ -64,7 +64,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -183,7 +182,9 @@ def cached(path, make):
     return path
 
 
-def prepare_model(name, args, env, need_int8):
+def prepare_model(name, args, env, need_int8, peer=True):
+    """The model's Hugging Face dir, its converted files (Glossa's, and the peer's unless
+    peer=False) and their sizes in bytes."""
     work = args.work_dir / name
     work.mkdir(parents=True, exist_ok=True)
     if name == "demo":
@@ -197,19 +198,19 @@ def prepare_model(name, args, env, need_int8):
             what="glossa-make-shape"))
     convert = str(ROOT / "model_tools" / "glossa-convert")
     hf_to_ct2 = str(args.peer_dir / "hf_to_ct2.py")
-    files = {
-        "glossa-float32": cached(work / "glossa-float32.glossa", lambda out: run_checked(
-            [PYTHON, convert, "--input", str(hf_dir), "--output", str(out)], what="glossa-convert")),
-        "ct2-float32": cached(work / "ct2-float32", lambda out: run_checked(
-            [PYTHON, hf_to_ct2, str(hf_dir), str(out)], env=env, what="hf_to_ct2.py")),
-    }
+    files = {"glossa-float32": cached(work / "glossa-float32.glossa", lambda out: run_checked(
+        [PYTHON, convert, "--input", str(hf_dir), "--output", str(out)], what="glossa-convert"))}
+    if peer:
+        files["ct2-float32"] = cached(work / "ct2-float32", lambda out: run_checked(
+            [PYTHON, hf_to_ct2, str(hf_dir), str(out)], env=env, what="hf_to_ct2.py"))
     if need_int8:
         files["glossa-int8"] = cached(work / "glossa-int8.glossa", lambda out: run_checked(
             [PYTHON, convert, "--input", str(hf_dir), "--output", str(out), "--dtype", "int8"],
             what="glossa-convert --dtype int8"))
-        files["ct2-int8"] = cached(work / "ct2-int8", lambda out: run_checked(
-            [PYTHON, hf_to_ct2, str(hf_dir), str(out), "--quantization", "int8"], env=env,
-            what="hf_to_ct2.py --quantization int8"))
+        if peer:
+            files["ct2-int8"] = cached(work / "ct2-int8", lambda out: run_checked(
+                [PYTHON, hf_to_ct2, str(hf_dir), str(out), "--quantization", "int8"], env=env,
+                what="hf_to_ct2.py --quantization int8"))
     sizes = {k: (v.stat().st_size if v.is_file() else sum(p.stat().st_size for p in v.rglob("*")
                                                            if p.is_file()))
              for k, v in files.items()}

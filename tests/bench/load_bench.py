@@ -104,8 +104,11 @@ def start_glossa(server, model_file, workers, compute_type, langs, env, timeout)
             raise RuntimeError("glossa-server: no translation within %d s" % timeout)
         time.sleep(0.02)
     seconds = time.perf_counter() - t0
-    return proc, {"spawn_to_first_translation_s": round(seconds, 3),
-                  "translation": answer["translations"][0]["hypotheses"][0]["text"][:80]}
+    try:
+        text = answer["translations"][0]["hypotheses"][0].get("text", "")
+    except (KeyError, IndexError, TypeError):
+        text = None
+    return proc, {"spawn_to_first_translation_s": round(seconds, 3), "translation": text}
 
 
 def start_ct2(model_dir, workers, compute_type, langs, env, timeout):

@@ -45,6 +45,7 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
   GLOSSA_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::Load(*m->file_, m->info_.config));
   m->encoder_ = std::make_unique<Encoder>(m->info_.config, *m->weights_);
   m->decoder_ = std::make_unique<Decoder>(m->info_.config, *m->weights_);
+  m->file_->DropAllPages();
   return std::shared_ptr<const Model>(std::move(m));
 }
 

@@ -102,6 +102,16 @@ absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& pa
   return file;
 }
 
+void ModelFile::DropPages(const void* data, uint64_t bytes) const {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(base_);
+  if (base_ == nullptr || begin < base || begin + bytes > base + size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;  // whole pages inside the range only
+  const uintptr_t last = (begin + bytes) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 ModelFile::~ModelFile() {
   if (base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), size_);
 }

@@ -68,6 +68,14 @@ class ModelFile {
                                            const std::vector<int64_t>& shape) const;
   absl::StatusOr<std::string> Bytes(absl::string_view name) const;
   bool Has(absl::string_view name) const { return tensors_.contains(name); }
+  // Drops this process's pages of [data, data + bytes) when that range lies in the mapping (does
+  // nothing otherwise): the memory stops counting in its RSS, and a later read maps the page
+  // again from the page cache (or the disk). For weights that were copied into another layout.
+  void DropPages(const void* data, uint64_t bytes) const;
+  // The same for the whole file: after loading, what runs maps back only the pages it reads
+  // (embedding rows of the tokens in use, the weights used in place) instead of keeping every
+  // page the checksums touched.
+  void DropAllPages() const { DropPages(base_, size_); }
 
  private:
   ModelFile() = default;

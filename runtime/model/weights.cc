@@ -37,7 +37,15 @@ class Finder {
                                                       int64_t out, Activation act) {
     GLOSSA_ASSIGN_OR_RETURN(LinearWeights w, Matrix(prefix + ".weight", out, in));
     GLOSSA_ASSIGN_OR_RETURN(const float* b, file_.FloatTensor(prefix + ".bias", {out}));
-    return MakeLinear(w, b, in, out, act, compute_);
+    GLOSSA_ASSIGN_OR_RETURN(std::unique_ptr<Linear> linear, MakeLinear(w, b, in, out, act, compute_));
+    DropCopiedPages(file_, *linear);
+    return linear;
+  }
+
+  // A packed Linear keeps its own copy of the weights: the mapped originals need not stay in
+  // memory (the process's RSS would hold the weights twice).
+  static void DropCopiedPages(const ModelFile& file, const Linear& linear) {
+    if (linear.packed()) file.DropPages(linear.plain_weights(), linear.plain_weight_bytes());
   }
 
   // oneDNN throws when it has no kernel for the compute type on this CPU.
@@ -135,6 +143,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
                           file.FloatTensor("final_logits_bias", {c.target_vocab_size}));
   GLOSSA_ASSIGN_OR_RETURN(w->lm_head, Finder::MakeLinear(head, bias, c.d_model, c.target_vocab_size,
                                                          Activation::kNone, options.output_compute));
+  Finder::DropCopiedPages(file, *w->lm_head);
   return w;
 }
 

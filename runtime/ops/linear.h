@@ -104,6 +104,10 @@ class Linear {
   // True when the weights were reordered into oneDNN's blocked layout (false: the plain view is
   // used for every row count). For tests and benchmarks.
   bool packed() const { return packed_; }
+  // The plain weights (the caller's, or a converted copy): once packed, read only for a row count
+  // at which oneDNN wants the plain layout, so a mapped model file may drop their pages.
+  const void* plain_weights() const { return plain_weight_mem_.get_data_handle(); }
+  size_t plain_weight_bytes() const { return plain_weight_mem_.get_desc().get_size(); }
 
  private:
   struct Primitive;

@@ -236,6 +236,9 @@ absl::Status ModelFile::AddTensor(const nlohmann::json& entry, bool verify_check
     const uint32_t actual =
         it != verified.end() ? it->second : Crc32(base_ + offset, t.size_bytes);
     verified.emplace(key, actual);
+    // Read once to check it; loading reads it again (or copies it), so that the whole file
+    // never needs to be in this process's memory at once.
+    if (it == verified.end()) DropPages(base_ + offset, t.size_bytes);
     if (actual != crc) {
       return absl::DataLossError(
           absl::StrCat("checksum mismatch in tensor '", t.name, "' (file corrupted)"));

@@ -528,7 +528,9 @@ def compare_metrics(expo, client, client_tokens, models):
     Per model, against the engine's own counters (same process, exact but for the instant between
     a job's end and its RPC's end, which the scrape after the load cannot see):
       glossa_cancelled_total == sum over methods of S[CANCELLED],
-      glossa_deadline_exceeded_total == sum of S[DEADLINE_EXCEEDED],
+      glossa_deadline_exceeded_total + glossa_refused_late_total == sum of S[DEADLINE_EXCEEDED]
+        (jobs whose deadline passed while they decoded, and jobs answered early because they
+        could not finish in time),
       glossa_rejected_total == sum of S[RESOURCE_EXHAUSTED].
     Internal consistency: glossa_request_duration_seconds_count == sum(S) per series;
     glossa_request_output_tokens_count == S[OK] and its _sum >= the best-hypothesis tokens (EOS
@@ -603,9 +605,11 @@ def compare_metrics(expo, client, client_tokens, models):
             answered_ok_after_client_gave_up=s["OK"] - c["OK"])
     for model in models:
         for metric, code in (("glossa_cancelled_total", "CANCELLED"),
-                             ("glossa_deadline_exceeded_total", "DEADLINE_EXCEEDED"),
+                             ("glossa_deadline_exceeded_total+glossa_refused_late_total",
+                              "DEADLINE_EXCEEDED"),
                              ("glossa_rejected_total", "RESOURCE_EXHAUSTED")):
-            engine = expo.get(metric, model=model)
+            values = [expo.get(name, model=model) for name in metric.split("+")]
+            engine = None if None in values else sum(values)
             rpcs = sum(server.get((model, m, code), 0) for m in ("Translate", "TranslateStream"))
             check(f"{model}: {metric} == RPCs {code}", engine == rpcs, engine=engine, rpcs=rpcs)
     return checks, failures, observations
@@ -943,7 +947,7 @@ def finish(summary, failures, args, shared, workers, results, rss, server, info=
                 engine={f"{name}{{{model}}}": expo.get(name, model=model)
                         for model in (MODEL_A, MODEL_B)
                         for name in ("glossa_cancelled_total", "glossa_deadline_exceeded_total",
-                                     "glossa_rejected_total", "glossa_sentences_total")},
+                                     "glossa_refused_late_total", "glossa_rejected_total", "glossa_sentences_total")},
                 process_resident_memory_bytes=expo.get("process_resident_memory_bytes"),
                 gave_up_calls=observations,
                 build_info=[labels for labels, _ in expo.series("glossa_build_info")][:1],

@@ -68,7 +68,8 @@ class Bench:
             [server, "--model", f"demo={args.model}", "--listen", f"127.0.0.1:{self.port}",
              "--metrics_listen", f"127.0.0.1:{self.metrics_port}", "--workers", "1",
              "--threads", "1", "--max_queue", "100000", "--cache_bytes", "0",
-             "--batch_min_share", str(args.batch_min_share)],
+             "--batch_min_share", str(args.batch_min_share),
+             "--interactive_hold", args.interactive_hold],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(300):
             try:
@@ -134,6 +135,7 @@ def main():
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--ramp", type=float, default=3)
     p.add_argument("--batch_min_share", type=float, default=0.25, help="the server's flag")
+    p.add_argument("--interactive_hold", default="2s", help="the server's flag")
     args = p.parse_args()
     args.input = args.input or args.dev
     if not os.path.exists(args.dev):
@@ -143,6 +145,7 @@ def main():
     try:
         report = {"rate": args.rate, "seconds": args.seconds, "workers": 1, "threads": 1,
                   "batch_min_share": args.batch_min_share,
+                  "interactive_hold": args.interactive_hold,
                   "interactive_beam_size": 1, "batch_beam_size": 4,
                   "load_average_1m_start": os.getloadavg()[0]}
         print("lanes_bench: idle", file=sys.stderr)

@@ -36,8 +36,8 @@ struct Engine::Worker {
   explicit Worker(const Model& model) : batch(model) {}
   StepBatch batch;  // touched only by this worker's thread
   std::thread thread;
-  // Share of the recent time (moving average over about kShareWindow) this worker spent in steps
-  // that decoded batch-lane rows.
+  // Share of the recent time (moving average over about kShareWindowSeconds) this worker spent
+  // in steps that decoded batch-lane rows.
   double batch_time_share = 0.0;
 };
 
@@ -199,8 +199,8 @@ absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
   return s;
 }
 
-absl::Status Engine::CheckCanFinish(const JobState& job, int next_source, int64_t rows,
-                                    absl::Time now) const {
+absl::Status Engine::CheckCanFinish(const DecodeEstimate::Figures& estimate, const JobState& job,
+                                    int next_source, int64_t rows, absl::Time now) const {
   const absl::Time deadline = job.job->deadline;
   if (!options_.deadline_admission || deadline == absl::InfiniteFuture() ||
       next_source >= static_cast<int>(job.job->sources.size())) {
@@ -208,8 +208,8 @@ absl::Status Engine::CheckCanFinish(const JobState& job, int next_source, int64_
   }
   const SearchOptions& search = job.job->search;
   const std::optional<absl::Duration> needs =
-      estimate_.Estimate(job.longest_from[next_source], search.max_new_tokens,
-                         static_cast<int>(search.prefix.size()), rows);
+      estimate.Estimate(job.longest_from[next_source], search.max_new_tokens,
+                        static_cast<int>(search.prefix.size()), rows);
   if (!needs || now + *needs <= deadline) return absl::OkStatus();
   return absl::DeadlineExceededError(absl::StrCat(
       "this request cannot finish before its deadline: its longest sentence needs about ",
@@ -256,7 +256,7 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
   state->submitted = Now();
   // It would join a batch of about the mean rows per worker.
   const int64_t rows = active_rows_.load() / std::max(1, options_.workers) + s.beam_size;
-  if (const absl::Status can = CheckCanFinish(*state, 0, rows, state->submitted);
+  if (const absl::Status can = CheckCanFinish(estimate_.Read(), *state, 0, rows, state->submitted);
       !can.ok()) {
     metrics_.refused_late_total.fetch_add(1, std::memory_order_relaxed);
     return can;
@@ -273,17 +273,20 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
     }
     if (n > 0) {
       live_jobs_.push_back(state);
-      // Deadline order within the lane; after every job due no later (arrival order on ties).
+      // Deadline order within the lane, after every job due no later (arrival order on ties);
+      // without deadline_admission, arrival order.
       const int lane = static_cast<int>(state->job->lane);
       if (state->job->lane == Lane::kInteractive) last_interactive_ = state->submitted;
       auto& queue = lanes_[lane];
-      const absl::Time due =
-          options_.deadline_admission ? state->job->deadline : absl::InfiniteFuture();
-      queue.insert(std::upper_bound(queue.begin(), queue.end(), due,
-                                    [](absl::Time d, const std::shared_ptr<JobState>& j) {
-                                      return d < j->job->deadline;
-                                    }),
-                   state);
+      if (options_.deadline_admission) {
+        queue.insert(std::upper_bound(queue.begin(), queue.end(), state->job->deadline,
+                                      [](absl::Time d, const std::shared_ptr<JobState>& j) {
+                                        return d < j->job->deadline;
+                                      }),
+                     state);
+      } else {
+        queue.push_back(state);
+      }
       pending_sources_ += n;
       pending_by_lane_[lane] += n;
       queued_.store(pending_sources_);
@@ -435,6 +438,7 @@ bool Engine::AdmitFromLane(Lane lane, int limit, Budget& budget, std::vector<Pen
 
 void Engine::EndExpiredJobs(Worker* worker) {
   std::vector<std::pair<std::shared_ptr<JobState>, absl::Status>> ending;
+  const DecodeEstimate::Figures estimate = estimate_.Read();  // once for every job
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = Now();
@@ -451,7 +455,7 @@ void Engine::EndExpiredJobs(Worker* worker) {
         ending.push_back({job, absl::DeadlineExceededError(
                                    "the deadline passed before the translation finished")});
       } else if (absl::Status can = CheckCanFinish(
-                     *job, job->next_source,
+                     estimate, *job, job->next_source,
                      worker->batch.active_rows() + job->job->search.beam_size, now);
                  !can.ok()) {
         metrics_.refused_late_total.fetch_add(1, std::memory_order_relaxed);
@@ -600,7 +604,7 @@ void Engine::Iterate(Worker* worker) {
   const int64_t rows = StepOnce(worker);
   // A sequence advances one token per iteration: what the estimate needs is the iteration's
   // time (admission and encoding included), not the decoder step's alone.
-  estimate_.ObserveStep(rows, Now() - start);
+  if (rows > 0) estimate_.ObserveStep(rows, Now() - start);
 }
 
 void Engine::WorkerLoop(Worker* worker) {

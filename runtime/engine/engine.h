@@ -21,9 +21,9 @@
 // interactive sentences decode in a worker, its batch sentences are paused (they keep their
 // place and KV cache but skip steps), unless the batch lane's share of the worker's recent time
 // (about the last second) fell below batch_min_share: interactive steps then run at the cost of
-// their own rows, and under a continuous interactive load batch work still gets its share. When the next source in
-// order does not fit, admission stops there (no overtaking), and an empty batch always admits
-// it, so nothing starves.
+// their own rows, and under a continuous interactive load batch work still gets its share.
+// When the next source in order does not fit, admission stops there (no overtaking), and an
+// empty batch always admits it, so nothing starves.
 //
 // Deadline-aware admission (deadline_admission): the engine learns its step time per batch size
 // and the target/source length ratio as it works (decode_estimate.h). A job whose longest
@@ -208,8 +208,8 @@ class Engine {
   int KvBlocksFor(const SearchOptions& search) const;
   // Why a job whose sentences from `next_source` on are not admitted yet cannot finish before its
   // deadline, if admitted now next to `rows` decoder rows; OK when it can or nobody knows yet.
-  absl::Status CheckCanFinish(const JobState& job, int next_source, int64_t rows,
-                              absl::Time now) const;
+  absl::Status CheckCanFinish(const DecodeEstimate::Figures& estimate, const JobState& job,
+                              int next_source, int64_t rows, absl::Time now) const;
   // The target prefix's ids (no EOS); INVALID_ARGUMENT when it is not UTF-8 or too long.
   absl::StatusOr<std::vector<int>> EncodePrefix(const std::string& text) const;
 

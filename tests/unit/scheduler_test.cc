@@ -399,25 +399,32 @@ TEST_F(DeadlineAdmissionTest, OffArrivalOrderAndNoEarlyRefusal) {
   options_.deadline_admission = false;
   Engine engine(testing::DemoModel(), options_);
   Learn(engine);
+  // With one sequence at a time, the job with the earlier deadline waits behind the first one
+  // (arrival order) and is accepted although it cannot finish: it ends when its deadline passes.
   Tracked first(Sources(0, 1), 1), hurried(Sources(1, 1), 1);
   first.job->deadline = clock_.Now() + absl::Seconds(60);
   hurried.job->deadline = clock_.Now() + absl::Milliseconds(1);
-  std::vector<const Tracked*> order;
-  for (Tracked* t : {&first, &hurried}) {
-    auto on_done = t->job->on_done;
-    t->job->on_done = [t, on_done, &order](JobResult r) {
-      order.push_back(t);
-      on_done(std::move(r));
-    };
-    ASSERT_TRUE(engine.Submit(t->job).ok());
-  }
+  ASSERT_TRUE(engine.Submit(first.job).ok());
+  ASSERT_TRUE(engine.Submit(hurried.job).ok());
   while (engine.RunOnce()) {
   }
-  ASSERT_EQ(order.size(), 2u);
+  ASSERT_TRUE(first.done && hurried.done);
   EXPECT_EQ(hurried.result.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(first.result.ok());
   EXPECT_EQ(engine.metrics().refused_late_total.load(), 0u);
   EXPECT_EQ(engine.metrics().expired_total.load(), 1u);
+  // Arrival order, not deadline order, between two jobs that both can finish.
+  Tracked later(Sources(2, 1), 1), sooner(Sources(3, 1), 1);
+  later.job->deadline = clock_.Now() + absl::Seconds(60);
+  sooner.job->deadline = clock_.Now() + absl::Seconds(30);
+  ASSERT_TRUE(engine.Submit(later.job).ok());
+  ASSERT_TRUE(engine.Submit(sooner.job).ok());
+  while (!later.done && !sooner.done) ASSERT_TRUE(engine.RunOnce());
+  EXPECT_TRUE(later.done && later.result.ok());
+  EXPECT_FALSE(sooner.done) << "the job that arrived second went first";
+  while (engine.RunOnce()) {
+  }
+  EXPECT_TRUE(sooner.done && sooner.result.ok());
 }
 
 TEST(DecodeEstimateTest, NoOpinionUntilItHasSeenEnough) {

@@ -6,13 +6,14 @@ set -euo pipefail
 
 # libcivetweb-dev: the HTTP API's server (prometheus-cpp already links civetweb for /metrics);
 # libicu-dev: sentence breaks for split_sentences (documents); libgumbo-dev: format=html;
-# libcld2-dev: language identification (LibreTranslate's /detect and source "auto").
+# libcld2-dev: language identification (LibreTranslate's /detect and source "auto");
+# libisal-dev: the model file's checksums at load (ISA-L's crc32, ~4x zlib's).
 BUILD_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates dpkg-dev
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libabsl-dev prometheus-cpp-dev
   nlohmann-json3-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libcivetweb-dev libicu-dev libgumbo-dev libcld2-dev
+  libcivetweb-dev libicu-dev libgumbo-dev libcld2-dev libisal-dev
   python3 python3-numpy python3-torch
 )
 # podman and friends: the container test builds the top-level Dockerfile and runs the image

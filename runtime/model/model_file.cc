@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/checksums.h"
 #include "util/status_macros.h"
 
 namespace glossa {
@@ -26,17 +28,6 @@ T ReadLE(const uint8_t* p) {
   T v;
   std::memcpy(&v, p, sizeof(T));  // x86-64 and aarch64 are little-endian
   return v;
-}
-
-uint32_t Crc32(const uint8_t* data, uint64_t size) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (size > 0) {
-    const uInt chunk = static_cast<uInt>(std::min<uint64_t>(size, 1u << 30));
-    crc = crc32(crc, data, chunk);
-    data += chunk;
-    size -= chunk;
-  }
-  return static_cast<uint32_t>(crc);
 }
 
 absl::StatusOr<DType> ParseDType(const std::string& s, const std::string& tensor) {
@@ -166,18 +157,42 @@ absl::Status ModelFile::ParseHeader(bool verify_checksums) {
       !header_["tensors"].is_array()) {
     return absl::DataLossError(absl::StrCat(where, ": header is not valid JSON with a tensor list"));
   }
-  // (offset, size) -> crc, so that aliases are summed once; keyed by both, since an entry
-  // claiming the offset of another with a larger size must still have its own bytes checked.
-  Verified verified;
+  std::vector<Check> checks;
   for (const auto& entry : header_["tensors"]) {
-    absl::Status s = AddTensor(entry, verify_checksums, verified);
+    absl::Status s = AddTensor(entry, checks);
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+  }
+  if (!verify_checksums) return absl::OkStatus();
+  absl::Status s = VerifyChecksums(checks);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+  return absl::OkStatus();
+}
+
+absl::Status ModelFile::VerifyChecksums(const std::vector<Check>& checks) const {
+  // One sum per (offset, size): aliases are summed once; keyed by both, since an entry claiming
+  // the offset of another with a larger size must still have its own bytes checked.
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, size_t> range_of;
+  std::vector<ByteRange> ranges;
+  for (const Check& c : checks) {
+    if (range_of.emplace(std::make_pair(c.offset, c.size), ranges.size()).second) {
+      ranges.push_back({base_ + c.offset, c.size});
+    }
+  }
+  // Each piece is read once to check it; loading reads it again (or copies it), so the whole
+  // file never needs to be in this process's memory at once.
+  const std::vector<uint32_t> crcs =
+      Crc32Ranges(ranges, static_cast<int>(std::min(8u, std::thread::hardware_concurrency())),
+                  [this](ByteRange piece) { DropPages(piece.data, piece.size); });
+  for (const Check& c : checks) {
+    if (crcs[range_of.at(std::make_pair(c.offset, c.size))] != c.crc) {
+      return absl::DataLossError(
+          absl::StrCat("checksum mismatch in tensor '", c.tensor, "' (file corrupted)"));
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status ModelFile::AddTensor(const nlohmann::json& entry, bool verify_checksums,
-                                  Verified& verified) {
+absl::Status ModelFile::AddTensor(const nlohmann::json& entry, std::vector<Check>& checks) {
   TensorView t;
   uint64_t offset = 0;
   uint32_t crc = 0;
@@ -230,20 +245,7 @@ absl::Status ModelFile::AddTensor(const nlohmann::json& entry, bool verify_check
                                             size_, "-byte file: the file is truncated"));
   }
   t.data = base_ + offset;
-  if (verify_checksums) {
-    const std::pair<uint64_t, uint64_t> key(offset, t.size_bytes);
-    auto it = verified.find(key);
-    const uint32_t actual =
-        it != verified.end() ? it->second : Crc32(base_ + offset, t.size_bytes);
-    verified.emplace(key, actual);
-    // Read once to check it; loading reads it again (or copies it), so that the whole file
-    // never needs to be in this process's memory at once.
-    if (it == verified.end()) DropPages(base_ + offset, t.size_bytes);
-    if (actual != crc) {
-      return absl::DataLossError(
-          absl::StrCat("checksum mismatch in tensor '", t.name, "' (file corrupted)"));
-    }
-  }
+  checks.push_back({t.name, offset, t.size_bytes, crc});
   if (!tensors_.emplace(t.name, t).second) {
     return absl::DataLossError(absl::StrCat("tensor '", t.name, "' is listed twice"));
   }

@@ -80,9 +80,16 @@ class ModelFile {
  private:
   ModelFile() = default;
   absl::Status ParseHeader(bool verify_checksums);
-  // Checksums already computed, by (offset, size).
-  using Verified = absl::flat_hash_map<std::pair<uint64_t, uint64_t>, uint32_t>;
-  absl::Status AddTensor(const nlohmann::json& entry, bool verify_checksums, Verified& verified);
+  // A tensor's bytes and the crc32 its entry claims.
+  struct Check {
+    std::string tensor;
+    uint64_t offset, size;
+    uint32_t crc;
+  };
+  absl::Status AddTensor(const nlohmann::json& entry, std::vector<Check>& checks);
+  // Sums every checked range once (aliases share one sum), on all cores; the first mismatch in
+  // header order is the error.
+  absl::Status VerifyChecksums(const std::vector<Check>& checks) const;
 
   std::string path_;
   const uint8_t* base_ = nullptr;

@@ -37,24 +37,21 @@ class Finder {
                                                       int64_t out, Activation act) {
     GLOSSA_ASSIGN_OR_RETURN(LinearWeights w, Matrix(prefix + ".weight", out, in));
     GLOSSA_ASSIGN_OR_RETURN(const float* b, file_.FloatTensor(prefix + ".bias", {out}));
-    GLOSSA_ASSIGN_OR_RETURN(std::unique_ptr<Linear> linear, MakeLinear(w, b, in, out, act, compute_));
-    DropCopiedPages(file_, *linear);
-    return linear;
+    return MakeLinear(file_, w, b, in, out, act, compute_);
   }
 
-  // A packed Linear keeps its own copy of the weights: the mapped originals need not stay in
-  // memory (the process's RSS would hold the weights twice).
-  static void DropCopiedPages(const ModelFile& file, const Linear& linear) {
-    if (linear.packed()) file.DropPages(linear.plain_weights(), linear.plain_weight_bytes());
-  }
-
-  // oneDNN throws when it has no kernel for the compute type on this CPU.
-  static absl::StatusOr<std::unique_ptr<Linear>> MakeLinear(const LinearWeights& w,
+  // oneDNN throws when it has no kernel for the compute type on this CPU. A packed Linear keeps
+  // its own copy of the weights: the mapped originals need not stay in memory (the process's RSS
+  // would hold the weights twice), and are dropped slice by slice as they are copied.
+  static absl::StatusOr<std::unique_ptr<Linear>> MakeLinear(const ModelFile& file,
+                                                            const LinearWeights& w,
                                                             const float* bias, int64_t in,
                                                             int64_t out, Activation act,
                                                             ComputeType compute) {
     try {
-      return std::make_unique<Linear>(w, bias, in, out, act, compute);
+      return std::make_unique<Linear>(
+          w, bias, in, out, act, compute,
+          [&file](const void* plain, size_t bytes) { file.DropPages(plain, bytes); });
     } catch (const dnnl::error& e) {
       return absl::FailedPreconditionError(
           absl::StrCat("compute type ", ComputeTypeName(compute),
@@ -141,9 +138,9 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
                           find.Matrix("lm_head.weight", c.target_vocab_size, c.d_model));
   GLOSSA_ASSIGN_OR_RETURN(const float* bias,
                           file.FloatTensor("final_logits_bias", {c.target_vocab_size}));
-  GLOSSA_ASSIGN_OR_RETURN(w->lm_head, Finder::MakeLinear(head, bias, c.d_model, c.target_vocab_size,
-                                                         Activation::kNone, options.output_compute));
-  Finder::DropCopiedPages(file, *w->lm_head);
+  GLOSSA_ASSIGN_OR_RETURN(w->lm_head,
+                          Finder::MakeLinear(file, head, bias, c.d_model, c.target_vocab_size,
+                                             Activation::kNone, options.output_compute));
   return w;
 }
 

@@ -234,7 +234,7 @@ bool ParseComputeType(const std::string& name, ComputeType* type) {
 }
 
 Linear::Linear(const LinearWeights& weights, const float* bias, int64_t in, int64_t out,
-               Activation activation, ComputeType compute)
+               Activation activation, ComputeType compute, const PackedSliceDone& packed_slice)
     : in_(in),
       out_(out),
       activation_(activation),
@@ -260,11 +260,41 @@ Linear::Linear(const LinearWeights& weights, const float* bias, int64_t in, int6
     // One thread: the copy is memory-bound (~10 ms for the whole demo model), and a model may be
     // loaded while engine workers compute, where an OpenMP team would spin against them.
     OneOmpThread one_thread;
-    dnnl::reorder(plain_weight_mem_, packed_weight_mem_)
-        .execute(ThreadStream(), plain_weight_mem_, packed_weight_mem_);
-    ThreadStream().wait();
+    if (!packed_slice || !PackInSlices(packed_slice)) {
+      dnnl::reorder(plain_weight_mem_, packed_weight_mem_)
+          .execute(ThreadStream(), plain_weight_mem_, packed_weight_mem_);
+      ThreadStream().wait();
+      if (packed_slice) {
+        packed_slice(plain_weight_mem_.get_data_handle(), plain_weight_mem_.get_desc().get_size());
+      }
+    }
     packed_ = true;
   }
+}
+
+bool Linear::PackInSlices(const PackedSliceDone& packed_slice) {
+  const memory::desc plain = plain_weight_mem_.get_desc(), packed = packed_weight_mem_.get_desc();
+  const size_t row_bytes = plain.get_size() / static_cast<size_t>(out_);
+  // Whole multiples of 256 output rows: the packed layouts block output rows by 16 to 64, and a
+  // slice must start on a block.
+  const int64_t slice =
+      std::max<int64_t>(256, kPackSliceBytes / static_cast<int64_t>(row_bytes) / 256 * 256);
+  const auto* plain_bytes = static_cast<const uint8_t*>(plain_weight_mem_.get_data_handle());
+  for (int64_t first = 0; first < out_; first += slice) {
+    const int64_t rows = std::min(slice, out_ - first);
+    try {
+      memory src(plain.submemory_desc({in_, rows}, {0, first}), CpuEngine(),
+                 plain_weight_mem_.get_data_handle());
+      memory dst(packed.submemory_desc({in_, rows}, {0, first}), CpuEngine(),
+                 packed_weight_mem_.get_data_handle());
+      dnnl::reorder(src, dst).execute(ThreadStream(), src, dst);
+      ThreadStream().wait();
+    } catch (const dnnl::error&) {
+      return false;
+    }
+    packed_slice(plain_bytes + first * row_bytes, static_cast<size_t>(rows) * row_bytes);
+  }
+  return true;
 }
 
 void Linear::PrepareWeights(const LinearWeights& w) {

@@ -44,6 +44,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -87,9 +88,16 @@ class Linear {
   Linear(const float* weight, const float* bias, int64_t in, int64_t out,
          Activation activation = Activation::kNone)
       : Linear(LinearWeights{weight}, bias, in, out, activation, ComputeType::kFloat32) {}
+  // Called while the weights are copied into oneDNN's layout, with each range of the plain
+  // weights (output rows, at most ~kPackSliceBytes) once it is copied: a caller whose weights are
+  // a mapped file can drop those pages at once, so that a large matrix (NLLB's 1 GB output
+  // projection) is never in memory twice.
+  using PackedSliceDone = std::function<void(const void* plain, size_t bytes)>;
+  static constexpr int64_t kPackSliceBytes = int64_t{16} << 20;
+
   // Throws dnnl::error when oneDNN has no kernel for `compute` on this CPU.
   Linear(const LinearWeights& weights, const float* bias, int64_t in, int64_t out,
-         Activation activation, ComputeType compute);
+         Activation activation, ComputeType compute, const PackedSliceDone& packed_slice = {});
   Linear(Linear&&) noexcept;
   ~Linear();
 
@@ -104,10 +112,6 @@ class Linear {
   // True when the weights were reordered into oneDNN's blocked layout (false: the plain view is
   // used for every row count). For tests and benchmarks.
   bool packed() const { return packed_; }
-  // The plain weights (the caller's, or a converted copy): once packed, read only for a row count
-  // at which oneDNN wants the plain layout, so a mapped model file may drop their pages.
-  const void* plain_weights() const { return plain_weight_mem_.get_data_handle(); }
-  size_t plain_weight_bytes() const { return plain_weight_mem_.get_desc().get_size(); }
 
  private:
   struct Primitive;
@@ -117,6 +121,10 @@ class Linear {
   }
 
   void PrepareWeights(const LinearWeights& weights);
+  // Copies the plain weights into packed_weight_mem_ in slices of output rows, reporting each;
+  // false when oneDNN cannot address such a slice of the packed layout (nothing reported then
+  // is wrong, but the copy must be made whole).
+  bool PackInSlices(const PackedSliceDone& packed_slice);
   void ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const;
   void ForwardInt8Piece(const float* x, int64_t rows, float* y, bool accumulate) const;
   void RunMatmul(const Primitive& p, const void* src, int64_t rows, void* dst) const;

@@ -24,17 +24,25 @@ absl::StatusOr<std::vector<std::string>> ReadVocab(const nlohmann::json& tokeniz
   return vocab;
 }
 
-absl::StatusOr<std::unique_ptr<SpmProcessor>> LoadSpm(const ModelFile& file,
-                                                      const nlohmann::json& tokenizer,
-                                                      const char* key) {
-  GLOSSA_ASSIGN_OR_RETURN(std::string bytes, file.Bytes(tokenizer.value(key, "")));
+absl::StatusOr<std::shared_ptr<const SpmProcessor>> LoadSpm(const ModelFile& file,
+                                                            const nlohmann::json& tokenizer,
+                                                            const char* key,
+                                                            const std::string& bytes) {
   std::string error;
   auto spm = SpmProcessor::Load(bytes, &error);
   if (spm == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("model file '", file.path(), "': bad SentencePiece model ", key, ": ", error));
   }
-  return spm;
+  return std::shared_ptr<const SpmProcessor>(std::move(spm));
+}
+
+std::shared_ptr<const absl::flat_hash_map<std::string, int>> IdsOf(
+    const std::vector<std::string>& vocab) {
+  auto ids = std::make_shared<absl::flat_hash_map<std::string, int>>();
+  ids->reserve(vocab.size());
+  for (int i = 0; i < static_cast<int>(vocab.size()); ++i) ids->emplace(vocab[i], i);
+  return ids;
 }
 
 }  // namespace
@@ -42,21 +50,31 @@ absl::StatusOr<std::unique_ptr<SpmProcessor>> LoadSpm(const ModelFile& file,
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const ModelFile& file,
                                                            const ModelConfig& config) {
   std::unique_ptr<Tokenizer> t(new Tokenizer());
-  const nlohmann::json tokenizer = file.header().value("tokenizer", nlohmann::json::object());
+  static const nlohmann::json kNone = nlohmann::json::object();
+  const auto found = file.header().find("tokenizer");
+  const nlohmann::json& tokenizer = found != file.header().end() ? *found : kNone;
   try {
-    GLOSSA_ASSIGN_OR_RETURN(t->source_spm_, LoadSpm(file, tokenizer, "source_spm"));
-    GLOSSA_ASSIGN_OR_RETURN(t->target_spm_, LoadSpm(file, tokenizer, "target_spm"));
+    GLOSSA_ASSIGN_OR_RETURN(const std::string source_bytes,
+                            file.Bytes(tokenizer.value("source_spm", "")));
+    GLOSSA_ASSIGN_OR_RETURN(const std::string target_bytes,
+                            file.Bytes(tokenizer.value("target_spm", "")));
+    GLOSSA_ASSIGN_OR_RETURN(t->source_spm_, LoadSpm(file, tokenizer, "source_spm", source_bytes));
+    if (target_bytes == source_bytes) {
+      t->target_spm_ = t->source_spm_;
+    } else {
+      GLOSSA_ASSIGN_OR_RETURN(t->target_spm_,
+                              LoadSpm(file, tokenizer, "target_spm", target_bytes));
+    }
     GLOSSA_ASSIGN_OR_RETURN(std::vector<std::string> source,
                             ReadVocab(tokenizer, "source_vocab", config.source_vocab_size));
+    t->source_ids_ = IdsOf(source);
     if (config.shared_vocab) {
-      t->target_vocab_ = source;
+      t->target_vocab_ = std::move(source);
+      t->target_ids_ = t->source_ids_;
     } else {
       GLOSSA_ASSIGN_OR_RETURN(t->target_vocab_,
                               ReadVocab(tokenizer, "target_vocab", config.target_vocab_size));
-    }
-    for (int i = 0; i < static_cast<int>(source.size()); ++i) t->source_ids_.emplace(source[i], i);
-    for (int i = 0; i < static_cast<int>(t->target_vocab_.size()); ++i) {
-      t->target_ids_.emplace(t->target_vocab_[i], i);
+      t->target_ids_ = IdsOf(t->target_vocab_);
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("model header: bad tokenizer entry: ", e.what()));
@@ -79,7 +97,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const ModelFile& file
   if (config.architecture == "marian") {
     // MarianTokenizer keeps a leading ">>xxx<<" whole: multi-target models choose the target
     // language with it.
-    for (const auto& [piece, id] : t->source_ids_) {
+    for (const auto& [piece, id] : *t->source_ids_) {
       if (piece.size() > 4 && absl::StartsWith(piece, ">>") && absl::EndsWith(piece, "<<")) {
         t->target_prefix_tokens_.push_back(piece);
       }
@@ -90,8 +108,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const ModelFile& file
 }
 
 int Tokenizer::SourceId(const std::string& piece) const {
-  auto it = source_ids_.find(piece);
-  return it == source_ids_.end() ? -1 : it->second;
+  auto it = source_ids_->find(piece);
+  return it == source_ids_->end() ? -1 : it->second;
 }
 
 absl::StatusOr<std::vector<int>> Tokenizer::EncodeSource(absl::string_view text,
@@ -102,8 +120,8 @@ absl::StatusOr<std::vector<int>> Tokenizer::EncodeSource(absl::string_view text,
   std::vector<int> ids;
   if (language_id >= 0 && !language_after_eos_) ids.push_back(language_id);
   for (const std::string& piece : source_spm_->Encode(std::string_view(text.data(), text.size()))) {
-    auto it = source_ids_.find(piece);
-    ids.push_back(it == source_ids_.end() ? unk_id_ : it->second);
+    auto it = source_ids_->find(piece);
+    ids.push_back(it == source_ids_->end() ? unk_id_ : it->second);
   }
   ids.push_back(eos_id_);
   if (language_id >= 0 && language_after_eos_) ids.push_back(language_id);
@@ -116,8 +134,8 @@ absl::StatusOr<std::vector<int>> Tokenizer::EncodeTarget(absl::string_view text)
   }
   std::vector<int> ids;
   for (const std::string& piece : target_spm_->Encode(std::string_view(text.data(), text.size()))) {
-    auto it = target_ids_.find(piece);
-    ids.push_back(it == target_ids_.end() ? unk_id_ : it->second);
+    auto it = target_ids_->find(piece);
+    ids.push_back(it == target_ids_->end() ? unk_id_ : it->second);
   }
   return ids;
 }

@@ -44,8 +44,10 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
-  std::unique_ptr<SpmProcessor> source_spm_, target_spm_;
-  absl::flat_hash_map<std::string, int> source_ids_, target_ids_;
+  // The target's are the source's when the model file holds one SentencePiece model (one tensor
+  // under both names, or equal bytes) or one vocabulary: loading a 256k-piece model takes ~0.3 s.
+  std::shared_ptr<const SpmProcessor> source_spm_, target_spm_;
+  std::shared_ptr<const absl::flat_hash_map<std::string, int>> source_ids_, target_ids_;
   std::vector<std::string> target_vocab_;
   std::vector<bool> special_target_;
   std::vector<std::string> target_prefix_tokens_;

@@ -5,11 +5,15 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <random>
+#include <vector>
 
 #include "common/test_util.h"
 #include "engine/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/checksums.h"
 #include "model/model_file.h"
 
 namespace glossa {
@@ -20,6 +24,40 @@ using ::testing::HasSubstr;
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The parallel, piecewise crc32 equals zlib's whole-range crc32 (ranges longer than a piece
+// included, so the pieces' sums are combined), and every byte is reported summed exactly once.
+TEST(Crc32RangesTest, EqualsZlibAndReportsEveryByteOnce) {
+  std::vector<uint8_t> bytes((uint64_t{40} << 20) + 12345);
+  std::mt19937 rng(3);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  const std::vector<ByteRange> ranges = {{bytes.data(), 0},
+                                         {bytes.data() + 1, 17},
+                                         {bytes.data() + 100, (uint64_t{33} << 20) + 5},
+                                         {bytes.data(), bytes.size()}};
+  for (int threads : {1, 2, 5}) {
+    std::vector<int> summed(bytes.size(), 0);
+    std::mutex mu;
+    const std::vector<uint32_t> crcs = Crc32Ranges(ranges, threads, [&](ByteRange piece) {
+      std::lock_guard<std::mutex> lock(mu);
+      for (uint64_t i = 0; i < piece.size; ++i) summed[piece.data - bytes.data() + i]++;
+    });
+    ASSERT_EQ(crcs.size(), ranges.size());
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      const uint32_t zlib = static_cast<uint32_t>(
+          crc32(crc32(0L, Z_NULL, 0), ranges[r].data, static_cast<uInt>(ranges[r].size)));
+      EXPECT_EQ(crcs[r], zlib) << "range " << r << ", " << threads << " threads";
+    }
+    // Ranges 1..3 overlap: byte i is reported once per range that holds it.
+    for (uint64_t i : {uint64_t{0}, uint64_t{5}, uint64_t{150}, bytes.size() - 1}) {
+      int expected = 0;
+      for (const ByteRange& range : ranges) {
+        expected += bytes.data() + i >= range.data && bytes.data() + i < range.data + range.size;
+      }
+      EXPECT_EQ(summed[i], expected) << "byte " << i;
+    }
+  }
 }
 
 class ModelFileTest : public ::testing::Test {

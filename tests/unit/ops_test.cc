@@ -129,6 +129,33 @@ TEST(LinearConcurrencyTest, ConcurrentCallsGiveTheSameResults) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
+// A matrix larger than one packing slice is copied into oneDNN's layout slice by slice; each slice
+// of the plain weights is reported once, in order, and the packed copy equals one made whole.
+TEST(LinearPackingTest, SlicedPackingReportsEverySliceAndEqualsWholePacking) {
+  std::mt19937 rng(5);
+  const int64_t in = 512, out = 9000;  // 18 MB: two 16 MB slices of 8192 rows
+  ASSERT_GT(in * out * 4, Linear::kPackSliceBytes);
+  const auto w = Random(out * in, rng, 0.1f), b = Random(out, rng);
+  std::vector<std::pair<const void*, size_t>> slices;
+  Linear sliced(LinearWeights{w.data()}, b.data(), in, out, Activation::kNone,
+                ComputeType::kFloat32,
+                [&](const void* plain, size_t bytes) { slices.emplace_back(plain, bytes); });
+  Linear whole(w.data(), b.data(), in, out);
+  ASSERT_TRUE(sliced.packed());
+  ASSERT_EQ(slices.size(), 2u);
+  const auto* begin = reinterpret_cast<const uint8_t*>(w.data());
+  EXPECT_EQ(slices[0].first, begin);
+  EXPECT_EQ(slices[1].first, begin + slices[0].second);
+  EXPECT_EQ(slices[0].second + slices[1].second, w.size() * sizeof(float));
+  for (int64_t rows : {1, 7, 32}) {
+    const auto x = Random(rows * in, rng);
+    std::vector<float> a(rows * out), c(rows * out);
+    sliced.Forward(x.data(), rows, a.data());
+    whole.Forward(x.data(), rows, c.data());
+    EXPECT_EQ(a, c) << rows << " rows";
+  }
+}
+
 TEST(OpsTest, LayerNormMatchesReference) {
   std::mt19937 rng(1);
   for (int64_t dim : {1, 2, 7, 256, 1000}) {

@@ -159,7 +159,13 @@ GLOSSA_AVX512 LogSumExp LogSumExpAvx512(const float* x, int64_t n) {
 // Largest value and the first index holding it, in two interleaved (value, index) accumulators:
 // each lane keeps the first index of its running maximum (strictly greater replaces), and the
 // final reduction takes the lowest index among the lanes holding the overall maximum.
-GLOSSA_AVX512 ArgMaxLogSumExp ArgMaxLogSumExpAvx512(const float* x, int64_t n) {
+// The largest value and the index of its first occurrence; NaNs are never chosen (as in ArgMax's
+// strict comparison); index 0 when nothing compares (a row of NaNs).
+struct MaxAt {
+  int64_t index;
+  float max;
+};
+GLOSSA_AVX512 MaxAt ArgMaxAvx512(const float* x, int64_t n) {
   __m512 m0 = _mm512_set1_ps(-kInf), m1 = m0;
   __m512i i0 = _mm512_setzero_si512(), i1 = i0;
   __m512i c0 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -192,9 +198,16 @@ GLOSSA_AVX512 ArgMaxLogSumExp ArgMaxLogSumExpAvx512(const float* x, int64_t n) {
   const __m512i k1 = _mm512_mask_mov_epi32(none, _mm512_cmp_ps_mask(m1, vmax, _CMP_EQ_OQ), i1);
   int32_t index = _mm512_reduce_min_epi32(_mm512_min_epi32(k0, k1));
   if (index == std::numeric_limits<int32_t>::max()) index = 0;  // no lane equals max: NaN max
+  // ArgMax's scalar loop keeps index 0 when x[0] is NaN (nothing compares greater).
+  if (std::isnan(x[0])) index = 0;
+  return {index, max};
+}
+
+GLOSSA_AVX512 ArgMaxLogSumExp ArgMaxLogSumExpAvx512(const float* x, int64_t n) {
+  const MaxAt best = ArgMaxAvx512(x, n);
   ArgMaxLogSumExp r;
-  r.index = index;
-  r.lse = {max, std::log(SumExpAvx512(x, n, max))};
+  r.index = best.index;
+  r.lse = {best.max, std::log(SumExpAvx512(x, n, best.max))};
   return r;
 }
 
@@ -355,6 +368,9 @@ void EmbedTokens(const float* table, const float* positions, const int* ids, con
 }
 
 int64_t ArgMax(const float* x, int64_t n) {
+#if GLOSSA_OPS_X86
+  if (UseAvx512() && n >= 1) return ArgMaxAvx512(x, n).index;
+#endif
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i) {
     if (x[i] > x[best]) best = i;

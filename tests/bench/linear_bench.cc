@@ -9,7 +9,8 @@
 //                                    {in, out}:ba view, fresh memory objects and an args map per call
 //   BM_AttendRow/heads/head_dim/keys glossa::AttendRow (vectorised kernels)
 //   BM_AttendRowScalar/...           the previous scalar AttendRow, for comparison
-// Shapes are those of the demo model (d_model 256, FFN 1024, vocabulary 15315, 4 heads of 64).
+// Shapes are those of the demo model (d_model 256, FFN 1024, vocabulary 15315, 4 heads of 64);
+// BM_LinearBase: the OPUS-MT base shape's.
 // Counters: GFLOP/s of the matmul, or of the 4·keys·d_model FLOP of attention.
 // No figure is checked: this is a tool for comparing changes on one machine.
 #include <benchmark/benchmark.h>
@@ -113,7 +114,17 @@ void LinearShapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+// The OPUS-MT base shape's matrices (d_model 512, FFN 2048, vocabulary 58,101) at the row counts
+// of greedy and beam-4 decoding of one batch of 32 (and of one sentence).
+void BaseShapes(benchmark::internal::Benchmark* b) {
+  for (auto [in, out] : std::vector<std::pair<int64_t, int64_t>>{
+           {512, 512}, {512, 2048}, {2048, 512}, {512, 58101}}) {
+    for (int64_t rows : {1, 32, 128}) b->Args({in, out, rows});
+  }
+}
+
 BENCHMARK(BM_Linear)->Apply(LinearShapes)->ArgNames({"in", "out", "rows"});
+BENCHMARK(BM_Linear)->Name("BM_LinearBase")->Apply(BaseShapes)->ArgNames({"in", "out", "rows"});
 BENCHMARK(BM_PlainMatmul)->Apply(LinearShapes)->ArgNames({"in", "out", "rows"});
 
 // The AttendRow of before the vectorised kernels, kept verbatim for comparison.

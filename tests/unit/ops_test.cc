@@ -335,6 +335,26 @@ TEST_P(RowKernelTest, ArgMaxLogSumExpTakesTheFirstLargest) {
   }
 }
 
+// ArgMax (vectorised where AVX-512 is on) against the plain loop: the first of the largest, NaNs
+// never chosen, index 0 for a row starting with NaN.
+TEST_P(RowKernelTest, ArgMaxEqualsTheFirstLargest) {
+  auto rows = TestRows();
+  rows.push_back({NAN, 1.0f, 2.0f});
+  rows.push_back({1.0f, NAN, 2.0f, NAN});
+  std::vector<float> nan_tail(40, -1.0f);
+  nan_tail[33] = NAN;
+  nan_tail[20] = 4.0f;
+  rows.push_back(nan_tail);
+  for (const auto& x : rows) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    int64_t expected = 0;
+    for (int64_t i = 1; i < n; ++i) {
+      if (x[i] > x[expected]) expected = i;
+    }
+    EXPECT_EQ(ops::ArgMax(x.data(), n), expected) << "n " << n;
+  }
+}
+
 // TopKLogProbs == LogSoftmax, + offset, stable sort by score (descending), first k: the same ids
 // in the same order, bit-identical scores.
 TEST_P(RowKernelTest, TopKLogProbsEqualsLogSoftmaxThenStableSort) {

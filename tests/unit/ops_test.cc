@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -130,31 +131,49 @@ TEST(LinearConcurrencyTest, ConcurrentCallsGiveTheSameResults) {
 }
 
 // A matrix larger than one packing slice is copied into oneDNN's layout slice by slice; each slice
-// of the plain weights is reported once, in order, and the packed copy equals one made whole.
-TEST(LinearPackingTest, SlicedPackingReportsEverySliceAndEqualsWholePacking) {
+// of the plain weights is reported once, in order, and the packed copy equals one made whole (for
+// every compute type: int8's packed layouts interleave four input values per output row).
+class LinearPackingTest : public ::testing::TestWithParam<ComputeType> {};
+
+TEST_P(LinearPackingTest, SlicedPackingReportsEverySliceAndEqualsWholePacking) {
   std::mt19937 rng(5);
-  const int64_t in = 512, out = 9000;  // 18 MB: two 16 MB slices of 8192 rows
-  ASSERT_GT(in * out * 4, Linear::kPackSliceBytes);
+  const ComputeType compute = GetParam();
+  const int64_t in = 512;
+  // Past two slices of the plain weights (4 bytes per weight in float32, 2 in bfloat16, 1 in int8).
+  const int64_t bytes_per_weight = compute == ComputeType::kFloat32 ? 4
+                                   : compute == ComputeType::kBFloat16 ? 2 : 1;
+  const int64_t out = Linear::kPackSliceBytes / (in * bytes_per_weight) + 808;
   const auto w = Random(out * in, rng, 0.1f), b = Random(out, rng);
-  std::vector<std::pair<const void*, size_t>> slices;
-  Linear sliced(LinearWeights{w.data()}, b.data(), in, out, Activation::kNone,
-                ComputeType::kFloat32,
-                [&](const void* plain, size_t bytes) { slices.emplace_back(plain, bytes); });
-  Linear whole(w.data(), b.data(), in, out);
-  ASSERT_TRUE(sliced.packed());
+  std::vector<std::pair<const uint8_t*, size_t>> slices;
+  std::unique_ptr<Linear> sliced, whole;
+  try {
+    sliced = std::make_unique<Linear>(
+        LinearWeights{w.data()}, b.data(), in, out, Activation::kNone, compute,
+        [&](const void* plain, size_t bytes) {
+          slices.emplace_back(static_cast<const uint8_t*>(plain), bytes);
+        });
+    whole = std::make_unique<Linear>(LinearWeights{w.data()}, b.data(), in, out,
+                                     Activation::kNone, compute);
+  } catch (const dnnl::error& e) {
+    GTEST_SKIP() << ComputeTypeName(compute) << " has no kernel on this CPU: " << e.what();
+  }
+  ASSERT_TRUE(sliced->packed());
   ASSERT_EQ(slices.size(), 2u);
-  const auto* begin = reinterpret_cast<const uint8_t*>(w.data());
-  EXPECT_EQ(slices[0].first, begin);
-  EXPECT_EQ(slices[1].first, begin + slices[0].second);
-  EXPECT_EQ(slices[0].second + slices[1].second, w.size() * sizeof(float));
+  EXPECT_EQ(slices[1].first, slices[0].first + slices[0].second);
+  EXPECT_EQ(slices[0].second + slices[1].second, static_cast<size_t>(out * in * bytes_per_weight));
   for (int64_t rows : {1, 7, 32}) {
     const auto x = Random(rows * in, rng);
     std::vector<float> a(rows * out), c(rows * out);
-    sliced.Forward(x.data(), rows, a.data());
-    whole.Forward(x.data(), rows, c.data());
+    sliced->Forward(x.data(), rows, a.data());
+    whole->Forward(x.data(), rows, c.data());
     EXPECT_EQ(a, c) << rows << " rows";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ComputeTypes, LinearPackingTest,
+                         ::testing::Values(ComputeType::kFloat32, ComputeType::kBFloat16,
+                                           ComputeType::kInt8, ComputeType::kInt8Fast),
+                         [](const auto& info) { return ComputeTypeName(info.param); });
 
 TEST(OpsTest, LayerNormMatchesReference) {
   std::mt19937 rng(1);

@@ -30,7 +30,9 @@ uint32_t Crc32(const uint8_t* data, uint64_t size) {
 std::vector<uint32_t> Crc32Ranges(const std::vector<ByteRange>& ranges, int threads,
                                   const std::function<void(ByteRange)>& piece_done) {
   std::vector<Piece> pieces;
+  uint64_t total = 0;
   for (size_t r = 0; r < ranges.size(); ++r) {
+    total += ranges[r].size;
     for (uint64_t begin = 0; begin < ranges[r].size; begin += kPieceBytes) {
       pieces.push_back({r, begin, std::min(kPieceBytes, ranges[r].size - begin), 0});
     }
@@ -45,7 +47,9 @@ std::vector<uint32_t> Crc32Ranges(const std::vector<ByteRange>& ranges, int thre
     }
   };
   std::vector<std::thread> helpers;
-  const size_t wanted = std::min<size_t>(std::max(threads, 1), pieces.size());
+  // A thread per 16 MiB at most: a small file is summed before a thread would have started.
+  const size_t wanted = std::min<size_t>({static_cast<size_t>(std::max(threads, 1)),
+                                          pieces.size(), total / kPieceBytes + 1});
   for (size_t t = 1; t < wanted; ++t) {
     try {
       helpers.emplace_back(work);

@@ -21,10 +21,11 @@ BUILD_PACKAGES=(
 # clang-14 and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz targets (tests/fuzz);
 # libomp-14-dev only for clang's omp.h (that build links GCC's libgomp, as oneDNN does).
 # chromium and python3-websocket: the web page test drives headless Chromium over DevTools.
+# python3-sentencepiece: the CTranslate2 side of tests/bench/peer_compare.py tokenizes with it.
 TEST_PACKAGES=(python3-grpcio python3-protobuf python3-yaml prometheus
                podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs
                clang-14 libclang-rt-14-dev libomp-14-dev
-               chromium python3-websocket)
+               chromium python3-websocket python3-sentencepiece)
 
 SPM_PREFIX=${GLOSSA_SPM_PREFIX:-/opt/glossa/sentencepiece}
 SPM_VERSION=0.1.97

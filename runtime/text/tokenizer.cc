@@ -25,7 +25,6 @@ absl::StatusOr<std::vector<std::string>> ReadVocab(const nlohmann::json& tokeniz
 }
 
 absl::StatusOr<std::shared_ptr<const SpmProcessor>> LoadSpm(const ModelFile& file,
-                                                            const nlohmann::json& tokenizer,
                                                             const char* key,
                                                             const std::string& bytes) {
   std::string error;
@@ -58,12 +57,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const ModelFile& file
                             file.Bytes(tokenizer.value("source_spm", "")));
     GLOSSA_ASSIGN_OR_RETURN(const std::string target_bytes,
                             file.Bytes(tokenizer.value("target_spm", "")));
-    GLOSSA_ASSIGN_OR_RETURN(t->source_spm_, LoadSpm(file, tokenizer, "source_spm", source_bytes));
+    GLOSSA_ASSIGN_OR_RETURN(t->source_spm_, LoadSpm(file, "source_spm", source_bytes));
     if (target_bytes == source_bytes) {
       t->target_spm_ = t->source_spm_;
     } else {
       GLOSSA_ASSIGN_OR_RETURN(t->target_spm_,
-                              LoadSpm(file, tokenizer, "target_spm", target_bytes));
+                              LoadSpm(file, "target_spm", target_bytes));
     }
     GLOSSA_ASSIGN_OR_RETURN(std::vector<std::string> source,
                             ReadVocab(tokenizer, "source_vocab", config.source_vocab_size));

@@ -947,7 +947,8 @@ def finish(summary, failures, args, shared, workers, results, rss, server, info=
                 engine={f"{name}{{{model}}}": expo.get(name, model=model)
                         for model in (MODEL_A, MODEL_B)
                         for name in ("glossa_cancelled_total", "glossa_deadline_exceeded_total",
-                                     "glossa_refused_late_total", "glossa_rejected_total", "glossa_sentences_total")},
+                                     "glossa_refused_late_total", "glossa_rejected_total",
+                                     "glossa_sentences_total")},
                 process_resident_memory_bytes=expo.get("process_resident_memory_bytes"),
                 gave_up_calls=observations,
                 build_info=[labels for labels, _ in expo.series("glossa_build_info")][:1],

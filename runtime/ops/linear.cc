@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "ops/gemv.h"
 #include "ops/ops.h"
 #include "ops/quantize.h"
 
@@ -269,6 +270,7 @@ Linear::Linear(const LinearWeights& weights, const float* bias, int64_t in, int6
       }
     }
     packed_ = true;
+    if (compute_ == ComputeType::kFloat32) slab_stride_ = gemv::SlabStride(preferred, in);
   }
 }
 
@@ -364,6 +366,8 @@ Linear::Linear(Linear&& other) noexcept
       bias_(other.bias_),
       packed_(other.packed_),
       piece_rows_(other.piece_rows_),
+      slab_stride_(other.slab_stride_),
+      gemv_chunk_{other.gemv_chunk_[0].load(), other.gemv_chunk_[1].load()},
       plain_weight_mem_(std::move(other.plain_weight_mem_)),
       packed_weight_mem_(std::move(other.packed_weight_mem_)),
       bias_mem_(std::move(other.bias_mem_)) {
@@ -431,6 +435,7 @@ void Linear::Forward(const float* x, int64_t rows, float* y, bool accumulate) co
 
 void Linear::ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (IsInt8(compute_)) return ForwardInt8Piece(x, rows, y, accumulate);
+  if (rows <= gemv::kMaxRows && ForwardSmallRows(x, rows, y, accumulate)) return;
   const void* src = x;
   if (compute_ == ComputeType::kBFloat16) {
     uint16_t* converted = ThreadMemories::Get().Bf16Input(rows * in_);
@@ -438,6 +443,22 @@ void Linear::ForwardPiece(const float* x, int64_t rows, float* y, bool accumulat
     src = converted;
   }
   RunMatmul(GetPrimitive(rows, accumulate), src, rows, y);
+}
+
+bool Linear::ForwardSmallRows(const float* x, int64_t rows, float* y, bool accumulate) const {
+  if (slab_stride_ == 0 || !gemv::internal::Enabled()) return false;
+  std::atomic<int64_t>& known = gemv_chunk_[accumulate ? 1 : 0];
+  int64_t chunk = known.load(std::memory_order_acquire);
+  if (chunk < 0) {
+    chunk = gemv::MatchingChunk(in_, bias_mem_ ? true : false, accumulate, activation_);
+    known.store(chunk, std::memory_order_release);
+  }
+  if (chunk == 0) return false;
+  const gemv::PackedWeights w{static_cast<const float*>(packed_weight_mem_.get_data_handle()),
+                              in_, out_, slab_stride_, chunk};
+  const float* bias = bias_mem_ ? static_cast<const float*>(bias_mem_.get_data_handle()) : nullptr;
+  gemv::Forward(w, x, rows, bias, accumulate, activation_, y);
+  return true;
 }
 
 // int8: quantize the input (with residual codes: 2 * rows matmul rows), an s32 matmul without

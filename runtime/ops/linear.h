@@ -31,6 +31,9 @@
 // call of each row count, so every caller of one Linear should run with the same team size
 // (omp_get_max_threads): a Linear first used by a 1-thread caller stays 1 thread.
 //
+// Few rows: float32 calls of 1 to 4 rows (decoder steps at batch 1) run ops/gemv.h's kernel over
+// the same packed weights, which streams them faster and gives the same bits as oneDNN.
+//
 // Thread safety: Forward may be called concurrently from any number of threads, on the same Linear
 // too. Primitive lookup is a lock-free atomic load; creation takes a mutex once per
 // (rows, accumulate). Primitives use a user-managed scratchpad, one buffer per thread: with
@@ -127,6 +130,9 @@ class Linear {
   bool PackInSlices(const PackedSliceDone& packed_slice);
   void ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const;
   void ForwardInt8Piece(const float* x, int64_t rows, float* y, bool accumulate) const;
+  // float32 calls of at most gemv::kMaxRows rows, through ops/gemv.h where it reproduces oneDNN's
+  // sums on this machine; false (nothing done) otherwise.
+  bool ForwardSmallRows(const float* x, int64_t rows, float* y, bool accumulate) const;
   void RunMatmul(const Primitive& p, const void* src, int64_t rows, void* dst) const;
 
   int64_t in_;
@@ -144,6 +150,9 @@ class Linear {
   const float* bias_ = nullptr;
   bool packed_ = false;
   int64_t piece_rows_;  // kSmallPieceRows or kMaxPieceRows
+  int64_t slab_stride_ = 0;  // gemv::SlabStride of the packed float32 weights (0: not usable)
+  // gemv::MatchingChunk per value of `accumulate`, found on first use; -1 before.
+  mutable std::array<std::atomic<int64_t>, 2> gemv_chunk_{-1, -1};
   dnnl::memory plain_weight_mem_;   // {in, out}:ba view of the caller's [out, in] weights
   dnnl::memory packed_weight_mem_;  // owned blocked copy; empty when !packed_
   dnnl::memory bias_mem_;

@@ -11,6 +11,10 @@
 //   BM_AttendRowScalar/...           the previous scalar AttendRow, for comparison
 // Shapes are those of the demo model (d_model 256, FFN 1024, vocabulary 15315, 4 heads of 64);
 // BM_LinearBase: the OPUS-MT base shape's.
+//   BM_SmallRows/rows/kernel          one decoder step's matrices of OPUS-MT base, twice over
+//                                    (~410 MB, more than this machine's share of L3), at 1 to 4
+//                                    rows, with ops/gemv.h's small-row kernel on (1) or off (0:
+//                                    oneDNN); counter GB/s of weights streamed.
 // Counters: GFLOP/s of the matmul, or of the 4·keys·d_model FLOP of attention.
 // No figure is checked: this is a tool for comparing changes on one machine.
 #include <benchmark/benchmark.h>
@@ -19,12 +23,14 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <random>
 #include <unordered_map>
 #include <vector>
 
 #include "layers/attention.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "ops/gemv.h"
 #include "ops/linear.h"
 #include "ops/ops.h"
 
@@ -126,6 +132,45 @@ void BaseShapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Linear)->Apply(LinearShapes)->ArgNames({"in", "out", "rows"});
 BENCHMARK(BM_Linear)->Name("BM_LinearBase")->Apply(BaseShapes)->ArgNames({"in", "out", "rows"});
 BENCHMARK(BM_PlainMatmul)->Apply(LinearShapes)->ArgNames({"in", "out", "rows"});
+
+// A decoder step of OPUS-MT base at batch 1 streams every decoder matrix and the output
+// projection once: the weights come from DRAM, not cache, so the set is made larger than L3.
+void BM_SmallRows(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  glossa::gemv::internal::SetEnabled(state.range(1) != 0);
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (int copy = 0; copy < 2; ++copy) {
+    for (int layer = 0; layer < 6; ++layer) {
+      for (int i = 0; i < 6; ++i) shapes.emplace_back(512, 512);  // self q k v o, cross q o
+      shapes.emplace_back(512, 2048);
+      shapes.emplace_back(2048, 512);
+    }
+    shapes.emplace_back(512, 58101);
+  }
+  std::vector<std::vector<float>> weights;
+  std::vector<std::unique_ptr<glossa::Linear>> linears;
+  double bytes = 0;
+  for (auto [in, out] : shapes) {
+    weights.push_back(Random(in * out, static_cast<uint32_t>(weights.size()), 0.1f));
+    linears.push_back(std::make_unique<glossa::Linear>(weights.back().data(), nullptr, in, out));
+    bytes += 4.0 * in * out;
+  }
+  const auto x = Random(rows * 2048, 7);
+  std::vector<float> y(rows * 58101);
+  for (auto& linear : linears) linear->Forward(x.data(), rows, y.data());
+  for (auto _ : state) {
+    for (auto& linear : linears) linear->Forward(x.data(), rows, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  glossa::gemv::internal::SetEnabled(true);
+}
+BENCHMARK(BM_SmallRows)
+    ->ArgsProduct({{1, 2, 3, 4}, {1, 0}})
+    ->ArgNames({"rows", "kernel"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The AttendRow of before the vectorised kernels, kept verbatim for comparison.
 template <typename KeyRow, typename ValueRow>

@@ -1,0 +1,329 @@
+#include "ops/gemv.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define GLOSSA_GEMV_X86 1
+#include <immintrin.h>
+#else
+#define GLOSSA_GEMV_X86 0
+#endif
+
+namespace glossa::gemv {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+constexpr int64_t kSlabCols = 64;  // output columns per slab of the packed layout
+constexpr int64_t kBlockIn = 16;   // inputs per block of the packed layout
+
+bool CpuHasAvx512() {
+#if GLOSSA_GEMV_X86
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+#else
+  return false;
+#endif
+}
+
+// oneDNN's eltwise for the activations it applies as post-ops other than relu, run on y after
+// the kernel: the same JIT code as the post-op, so the same bits (MatchingChunk checks).
+void ApplyEltwise(Activation activation, float* y, int64_t n) {
+  using Key = std::pair<int64_t, int>;
+  struct Entry {
+    dnnl::eltwise_forward primitive;
+    memory data;
+  };
+  thread_local absl::flat_hash_map<Key, Entry> cache;
+  const Key key{n, static_cast<int>(activation)};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    const dnnl::algorithm algorithm = activation == Activation::kSwish
+                                          ? dnnl::algorithm::eltwise_swish
+                                      : activation == Activation::kGelu
+                                          ? dnnl::algorithm::eltwise_gelu_erf
+                                          : dnnl::algorithm::eltwise_gelu_tanh;
+    const memory::desc desc({n}, dt::f32, tag::a);
+    // alpha: swish's sigmoid scale (1), as Linear's post-op; gelu ignores it.
+    dnnl::eltwise_forward::primitive_desc pd(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm, desc, 1.0f,
+                                    0.0f),
+        CpuEngine());
+    it = cache.emplace(key, Entry{dnnl::eltwise_forward(pd), memory(desc, CpuEngine(), y)}).first;
+  }
+  it->second.data.set_data_handle(y);
+  // The C API with an args array: the C++ one builds a map per call (decoder steps allocate
+  // nothing once warm: alloc_test).
+  const dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, it->second.data.get()},
+                                   {DNNL_ARG_DST, it->second.data.get()}};
+  dnnl::stream& stream = ThreadStream();
+  const dnnl_status_t status =
+      dnnl_primitive_execute(it->second.primitive.get(), stream.get(), 2, args);
+  if (status != dnnl_success) throw dnnl::error(status, "gemv: eltwise execution failed");
+  stream.wait();
+}
+
+#if GLOSSA_GEMV_X86
+// NB slabs of 64 outputs at once for M rows: the sums of one input chunk in registers (one FMA
+// chain per output), each chunk's sums added to `sums` ([M][NB * 64]) in order.
+template <int M, int NB>
+__attribute__((target("avx512f"))) void SumSlabs(const float* w, int64_t in, int64_t slab,
+                                                 int64_t chunk, const float* x, float* sums) {
+  for (int64_t k0 = 0; k0 < in; k0 += chunk) {
+    const int64_t k1 = std::min(in, k0 + chunk);
+    __m512 acc[M][NB][4];
+    for (int m = 0; m < M; ++m) {
+      for (int b = 0; b < NB; ++b) {
+        for (int j = 0; j < 4; ++j) acc[m][b][j] = _mm512_setzero_ps();
+      }
+    }
+    for (int64_t k = k0; k < k1; ++k) {
+      for (int b = 0; b < NB; ++b) {
+        const float* p = w + b * slab + k * kSlabCols;
+        const __m512 w0 = _mm512_load_ps(p), w1 = _mm512_load_ps(p + 16),
+                     w2 = _mm512_load_ps(p + 32), w3 = _mm512_load_ps(p + 48);
+        for (int m = 0; m < M; ++m) {
+          const __m512 xm = _mm512_set1_ps(x[m * in + k]);
+          acc[m][b][0] = _mm512_fmadd_ps(xm, w0, acc[m][b][0]);
+          acc[m][b][1] = _mm512_fmadd_ps(xm, w1, acc[m][b][1]);
+          acc[m][b][2] = _mm512_fmadd_ps(xm, w2, acc[m][b][2]);
+          acc[m][b][3] = _mm512_fmadd_ps(xm, w3, acc[m][b][3]);
+        }
+      }
+    }
+    for (int m = 0; m < M; ++m) {
+      for (int b = 0; b < NB; ++b) {
+        for (int j = 0; j < 4; ++j) {
+          float* s = sums + (m * NB + b) * kSlabCols + j * 16;
+          _mm512_store_ps(s, k0 == 0 ? acc[m][b][j] : _mm512_add_ps(_mm512_load_ps(s), acc[m][b][j]));
+        }
+      }
+    }
+  }
+}
+
+// y[m, first .. first + cols) from the sums, as oneDNN's epilogue: (sum + bias) + y, then relu.
+__attribute__((target("avx512f"))) void Finish(const float* sums, int64_t first, int64_t cols,
+                                               const float* bias, bool accumulate, bool relu,
+                                               float* y) {
+  for (int64_t c = 0; c < cols; c += 16) {
+    const __mmask16 mask =
+        cols - c >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (cols - c)) - 1u);
+    __m512 v = _mm512_load_ps(sums + c);
+    if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias + first + c));
+    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y + first + c));
+    if (relu) v = _mm512_max_ps(v, _mm512_setzero_ps());  // as oneDNN's relu with slope 0
+    _mm512_mask_storeu_ps(y + first + c, mask, v);
+  }
+}
+
+// Slab groups [g0, g1) of NB slabs (the last group may hold fewer: run one slab at a time).
+template <int M, int NB>
+void RunGroups(const PackedWeights& w, const float* x, int64_t g0, int64_t g1, const float* bias,
+               bool accumulate, bool relu, float* y) {
+  alignas(64) float sums[M * NB * kSlabCols];
+  const int64_t slabs = (w.out + kSlabCols - 1) / kSlabCols;
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t s0 = g * NB, count = std::min<int64_t>(NB, slabs - s0);
+    for (int64_t done = 0; done < count;) {
+      const int64_t n = count - done == NB ? NB : 1;
+      const float* weights = w.data + (s0 + done) * w.slab;
+      if (n == NB) {
+        SumSlabs<M, NB>(weights, w.in, w.slab, w.chunk, x, sums);
+      } else {
+        SumSlabs<M, 1>(weights, w.in, w.slab, w.chunk, x, sums);
+      }
+      const int64_t first = (s0 + done) * kSlabCols;
+      const int64_t cols = std::min(n * kSlabCols, w.out - first);
+      for (int m = 0; m < M; ++m) {
+        Finish(sums + m * n * kSlabCols, first, cols, bias, accumulate, relu, y + m * w.out);
+      }
+      done += n;
+    }
+  }
+}
+
+template <int M, int NB>
+void ForwardRows(const PackedWeights& w, const float* x, const float* bias, bool accumulate,
+                 bool relu, float* y) {
+  const int64_t slabs = (w.out + kSlabCols - 1) / kSlabCols;
+  const int64_t groups = (slabs + NB - 1) / NB;
+  const int threads = omp_get_max_threads();
+  if (threads <= 1 || groups < 2 * threads) {
+    return RunGroups<M, NB>(w, x, 0, groups, bias, accumulate, relu, y);
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    RunGroups<M, NB>(w, x, groups * t / n, groups * (t + 1) / n, bias, accumulate, relu, y);
+  }
+}
+#endif  // GLOSSA_GEMV_X86
+
+// Deterministic test values in [-scale, scale), of several magnitudes.
+void Fill(std::vector<float>& v, uint32_t seed, float scale) {
+  uint32_t s = seed;
+  for (float& f : v) {
+    s = s * 1664525u + 1013904223u;
+    const float unit = static_cast<float>(s >> 8) / 8388608.0f - 1.0f;
+    f = unit * scale * static_cast<float>(1 << ((s >> 4) % 4));
+  }
+}
+
+// Runs oneDNN's matmul ([rows, in] x [in, out] + bias, post-ops as Linear's) into y.
+void OnednnProduct(int64_t rows, const memory& packed, const float* x, const float* bias,
+                   bool accumulate, Activation activation, float* y) {
+  const memory::desc weights = packed.get_desc();
+  const int64_t in = weights.dims()[0], out = weights.dims()[1];
+  dnnl::post_ops ops;
+  if (accumulate) ops.append_sum(1.0f);
+  if (activation != Activation::kNone) {
+    const dnnl::algorithm algorithm = activation == Activation::kRelu    ? dnnl::algorithm::eltwise_relu
+                                      : activation == Activation::kSwish ? dnnl::algorithm::eltwise_swish
+                                      : activation == Activation::kGelu
+                                          ? dnnl::algorithm::eltwise_gelu_erf
+                                          : dnnl::algorithm::eltwise_gelu_tanh;
+    ops.append_eltwise(1.0f, algorithm, activation == Activation::kRelu ? 0.0f : 1.0f, 0.0f);
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  const memory::desc src({rows, in}, dt::f32, tag::ab), dst({rows, out}, dt::f32, tag::ab);
+  const memory::desc bias_desc({1, out}, dt::f32, tag::ab);
+  auto desc = bias != nullptr ? dnnl::matmul::desc(src, weights, bias_desc, dst)
+                              : dnnl::matmul::desc(src, weights, dst);
+  dnnl::matmul matmul(dnnl::matmul::primitive_desc(desc, attr, CpuEngine()));
+  memory x_mem(src, CpuEngine(), const_cast<float*>(x)), y_mem(dst, CpuEngine(), y);
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, packed}, {DNNL_ARG_DST, y_mem}};
+  if (bias != nullptr) {
+    args[DNNL_ARG_BIAS] = memory(bias_desc, CpuEngine(), const_cast<float*>(bias));
+  }
+  matmul.execute(ThreadStream(), args);
+  ThreadStream().wait();
+}
+
+// Tries each chunk length on synthetic weights of `in` inputs; see MatchingChunk.
+int64_t ProbeChunk(int64_t in, bool bias, bool accumulate, Activation activation) {
+  constexpr int64_t kOut = 4 * kSlabCols + 16;  // several slabs and a partial one
+  constexpr int64_t kRows = 32;                 // a batch row count, besides 1..kMaxRows
+  std::vector<float> plain(in * kOut), x(kRows * in), b(kOut), start(kRows * kOut);
+  Fill(plain, 1, 0.05f);
+  Fill(x, 2, 1.0f);
+  Fill(b, 3, 0.5f);
+  Fill(start, 4, 1.0f);
+  memory plain_mem({{in, kOut}, dt::f32, tag::ba}, CpuEngine(), plain.data());
+  const memory::desc any({in, kOut}, dt::f32, tag::any);
+  const memory::desc preferred =
+      dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(memory::desc({kRows, in}, dt::f32, tag::ab), any,
+                             memory::desc({kRows, kOut}, dt::f32, tag::ab)),
+          CpuEngine())
+          .weights_desc();
+  const int64_t slab = SlabStride(preferred, in);
+  if (slab == 0) return 0;
+  memory packed(preferred, CpuEngine());
+  dnnl::reorder(plain_mem, packed).execute(ThreadStream(), plain_mem, packed);
+  ThreadStream().wait();
+  const float* bias_data = bias ? b.data() : nullptr;
+  std::vector<float> batch = start, single = start;
+  OnednnProduct(kRows, packed, x.data(), bias_data, accumulate, activation, batch.data());
+  OnednnProduct(1, packed, x.data(), bias_data, accumulate, activation, single.data());
+  if (std::memcmp(batch.data(), single.data(), kOut * sizeof(float)) != 0) return 0;
+  for (int64_t chunk : {in, int64_t{1024}, int64_t{512}, int64_t{256}, int64_t{128}}) {
+    if (chunk > in || (chunk != in && chunk % kBlockIn != 0)) continue;
+    const PackedWeights w{static_cast<const float*>(packed.get_data_handle()), in, kOut, slab,
+                          chunk};
+    bool same = true;
+    for (int64_t rows = 1; rows <= kMaxRows && same; ++rows) {
+      std::vector<float> y = start;
+      Forward(w, x.data(), rows, bias_data, accumulate, activation, y.data());
+      same = std::memcmp(y.data(), batch.data(), rows * kOut * sizeof(float)) == 0;
+    }
+    if (same) return chunk;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int64_t SlabStride(const memory::desc& packed, int64_t in) {
+  const dnnl_memory_desc_t& d = packed.data;
+  if (d.ndims != 2 || d.data_type != dnnl_f32 || d.format_kind != dnnl_blocked) return 0;
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  if (b.inner_nblks != 2 || b.inner_blks[0] != kBlockIn || b.inner_idxs[0] != 0 ||
+      b.inner_blks[1] != kSlabCols || b.inner_idxs[1] != 1) {
+    return 0;
+  }
+  const int64_t padded_in = (in + kBlockIn - 1) / kBlockIn * kBlockIn;
+  if (d.padded_dims[0] != padded_in || b.strides[0] != kBlockIn * kSlabCols ||
+      b.strides[1] != padded_in * kSlabCols || d.offset0 != 0) {
+    return 0;
+  }
+  return b.strides[1];
+}
+
+namespace internal {
+std::atomic<bool>& EnabledFlag() {
+  static std::atomic<bool> enabled{true};
+  return enabled;
+}
+bool Enabled() { return EnabledFlag().load(std::memory_order_relaxed) && CpuHasAvx512(); }
+void SetEnabled(bool enabled) { EnabledFlag().store(enabled, std::memory_order_relaxed); }
+}  // namespace internal
+
+int64_t MatchingChunk(int64_t in, bool bias, bool accumulate, Activation activation) {
+  if (!CpuHasAvx512()) return 0;
+  using Key = std::tuple<int64_t, bool, bool, int, int>;
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* known = new absl::flat_hash_map<Key, int64_t>();
+  const Key key{in, bias, accumulate, static_cast<int>(activation), omp_get_max_threads()};
+  absl::MutexLock lock(&mu);
+  auto it = known->find(key);
+  if (it != known->end()) return it->second;
+  int64_t chunk = 0;
+  try {
+    chunk = ProbeChunk(in, bias, accumulate, activation);
+  } catch (const dnnl::error&) {
+    chunk = 0;
+  }
+  known->emplace(key, chunk);
+  return chunk;
+}
+
+void Forward(const PackedWeights& w, const float* x, int64_t rows, const float* bias,
+             bool accumulate, Activation activation, float* y) {
+#if GLOSSA_GEMV_X86
+  const bool relu = activation == Activation::kRelu;
+  switch (rows) {
+    case 1:
+      ForwardRows<1, 4>(w, x, bias, accumulate, relu, y);
+      break;
+    case 2:
+      ForwardRows<2, 3>(w, x, bias, accumulate, relu, y);
+      break;
+    case 3:
+      ForwardRows<3, 2>(w, x, bias, accumulate, relu, y);
+      break;
+    default:
+      ForwardRows<4, 2>(w, x, bias, accumulate, relu, y);
+      break;
+  }
+  if (activation != Activation::kNone && !relu) ApplyEltwise(activation, y, rows * w.out);
+#else
+  (void)w, (void)x, (void)rows, (void)bias, (void)accumulate, (void)activation, (void)y;
+#endif
+}
+
+}  // namespace glossa::gemv

@@ -1,0 +1,58 @@
+// Products of a few rows (1 to kMaxRows) with a float32 weight matrix held in oneDNN's packed
+// layout: the decoder's steps at batch 1 (greedy: 1 row, beam 4: 4 rows).
+//
+// Why: at one row every weight is used once per step, so a step costs the time to stream all
+// the decoder's weights from memory. oneDNN's brgemm reads one 64-column slab of the packed
+// layout at a time and reached ~10 GB/s on one core here; reading 2-4 slabs at once (more
+// memory streams in flight) reaches ~14-17 GB/s (tests/bench/linear_bench BM_SmallRows).
+//
+// Exactness: the kernel sums each output in the same order as oneDNN's f32 brgemm, so results
+// are bit-identical to the matmul they replace and to every other row count (a sentence's output
+// does not depend on its batch). That order is oneDNN's choice — within chunks of the input
+// dimension, one FMA chain per output, the chunks' sums added in order — and the chunk length
+// depends on the input size (512 or 1024 with oneDNN 2.6). MatchingChunk finds it by running
+// oneDNN beside this kernel on synthetic weights, once per (input size, bias, accumulation,
+// activation, thread count); when no chunk length matches, callers keep oneDNN.
+#ifndef GLOSSA_RUNTIME_OPS_GEMV_H_
+#define GLOSSA_RUNTIME_OPS_GEMV_H_
+
+#include <cstdint>
+
+#include "oneapi/dnnl/dnnl.hpp"
+#include "ops/linear.h"
+
+namespace glossa::gemv {
+
+constexpr int64_t kMaxRows = 4;
+
+// Floats between consecutive 64-column slabs when `packed` (the weights {in, out}) has the
+// layout this kernel reads — blocks of 16 inputs x 64 outputs, inputs fastest across blocks
+// (oneDNN's BA16a64b) — else 0.
+int64_t SlabStride(const dnnl::memory::desc& packed, int64_t in);
+
+// The input chunk with which Forward reproduces oneDNN's f32 matmul bit for bit at this thread's
+// OpenMP team size, or 0 when none does or the CPU lacks AVX-512F.
+int64_t MatchingChunk(int64_t in, bool bias, bool accumulate, Activation activation);
+
+struct PackedWeights {
+  const float* data;  // oneDNN's packed copy (BA16a64b)
+  int64_t in, out;
+  int64_t slab;   // SlabStride
+  int64_t chunk;  // MatchingChunk
+};
+
+// y[rows, out] = act(x[rows, in] · W + bias), or y += x · W + bias with accumulate (no
+// activation then); rows in 1..kMaxRows, bias may be null. Uses the caller's OpenMP team size.
+void Forward(const PackedWeights& w, const float* x, int64_t rows, const float* bias,
+             bool accumulate, Activation activation, float* y);
+
+namespace internal {
+// Whether Linear uses this kernel where it can: true where the CPU has AVX-512F, unless turned
+// off (tests and benchmarks compare both paths on one machine).
+bool Enabled();
+void SetEnabled(bool enabled);
+}  // namespace internal
+
+}  // namespace glossa::gemv
+
+#endif  // GLOSSA_RUNTIME_OPS_GEMV_H_

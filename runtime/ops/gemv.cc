@@ -76,40 +76,65 @@ void ApplyEltwise(Activation activation, float* y, int64_t n) {
 }
 
 #if GLOSSA_GEMV_X86
-// NB slabs of 64 outputs at once for M rows: the sums of one input chunk in registers (one FMA
-// chain per output), each chunk's sums added to `sums` ([M][NB * 64]) in order.
+// Inputs [k0, k1) of NB slabs of 64 outputs for M rows, in registers (one FMA chain per output),
+// continuing the partial sums in `part` ([M][NB * 64]; from zero with `fresh`).
+template <int M, int NB>
+__attribute__((target("avx512f"))) void PartSums(const float* w, int64_t in, int64_t slab,
+                                                 int64_t k0, int64_t k1, const float* x,
+                                                 float* part, bool fresh) {
+  __m512 acc[M][NB][4];
+  for (int m = 0; m < M; ++m) {
+    for (int b = 0; b < NB; ++b) {
+      for (int j = 0; j < 4; ++j) {
+        acc[m][b][j] = fresh ? _mm512_setzero_ps()
+                             : _mm512_load_ps(part + (m * NB + b) * kSlabCols + j * 16);
+      }
+    }
+  }
+  for (int64_t k = k0; k < k1; ++k) {
+    for (int b = 0; b < NB; ++b) {
+      const float* p = w + b * slab + k * kSlabCols;
+      const __m512 w0 = _mm512_load_ps(p), w1 = _mm512_load_ps(p + 16),
+                   w2 = _mm512_load_ps(p + 32), w3 = _mm512_load_ps(p + 48);
+      for (int m = 0; m < M; ++m) {
+        const __m512 xm = _mm512_set1_ps(x[m * in + k]);
+        acc[m][b][0] = _mm512_fmadd_ps(xm, w0, acc[m][b][0]);
+        acc[m][b][1] = _mm512_fmadd_ps(xm, w1, acc[m][b][1]);
+        acc[m][b][2] = _mm512_fmadd_ps(xm, w2, acc[m][b][2]);
+        acc[m][b][3] = _mm512_fmadd_ps(xm, w3, acc[m][b][3]);
+      }
+    }
+  }
+  for (int m = 0; m < M; ++m) {
+    for (int b = 0; b < NB; ++b) {
+      for (int j = 0; j < 4; ++j) {
+        _mm512_store_ps(part + (m * NB + b) * kSlabCols + j * 16, acc[m][b][j]);
+      }
+    }
+  }
+}
+
+// The sums of NB slabs for M rows: each chunk's own sum, added to the previous chunks' in order.
+// Four rows' accumulators would not fit in the 32 vector registers, so they run as two passes of
+// two rows over every 32 inputs (the second pass reads them from L1; storing and reloading a
+// partial sum does not change it).
 template <int M, int NB>
 __attribute__((target("avx512f"))) void SumSlabs(const float* w, int64_t in, int64_t slab,
                                                  int64_t chunk, const float* x, float* sums) {
+  constexpr int kPass = M == 4 ? 2 : M;
+  alignas(64) float part[M * NB * kSlabCols];
   for (int64_t k0 = 0; k0 < in; k0 += chunk) {
     const int64_t k1 = std::min(in, k0 + chunk);
-    __m512 acc[M][NB][4];
-    for (int m = 0; m < M; ++m) {
-      for (int b = 0; b < NB; ++b) {
-        for (int j = 0; j < 4; ++j) acc[m][b][j] = _mm512_setzero_ps();
+    const int64_t step = M == kPass ? k1 - k0 : 32;
+    for (int64_t k = k0; k < k1; k += step) {
+      for (int m = 0; m < M; m += kPass) {
+        PartSums<kPass, NB>(w, in, slab, k, std::min(k1, k + step), x + m * in,
+                            part + m * NB * kSlabCols, k == k0);
       }
     }
-    for (int64_t k = k0; k < k1; ++k) {
-      for (int b = 0; b < NB; ++b) {
-        const float* p = w + b * slab + k * kSlabCols;
-        const __m512 w0 = _mm512_load_ps(p), w1 = _mm512_load_ps(p + 16),
-                     w2 = _mm512_load_ps(p + 32), w3 = _mm512_load_ps(p + 48);
-        for (int m = 0; m < M; ++m) {
-          const __m512 xm = _mm512_set1_ps(x[m * in + k]);
-          acc[m][b][0] = _mm512_fmadd_ps(xm, w0, acc[m][b][0]);
-          acc[m][b][1] = _mm512_fmadd_ps(xm, w1, acc[m][b][1]);
-          acc[m][b][2] = _mm512_fmadd_ps(xm, w2, acc[m][b][2]);
-          acc[m][b][3] = _mm512_fmadd_ps(xm, w3, acc[m][b][3]);
-        }
-      }
-    }
-    for (int m = 0; m < M; ++m) {
-      for (int b = 0; b < NB; ++b) {
-        for (int j = 0; j < 4; ++j) {
-          float* s = sums + (m * NB + b) * kSlabCols + j * 16;
-          _mm512_store_ps(s, k0 == 0 ? acc[m][b][j] : _mm512_add_ps(_mm512_load_ps(s), acc[m][b][j]));
-        }
-      }
+    for (int64_t i = 0; i < M * NB * kSlabCols; i += 16) {
+      const __m512 p = _mm512_load_ps(part + i);
+      _mm512_store_ps(sums + i, k0 == 0 ? p : _mm512_add_ps(_mm512_load_ps(sums + i), p));
     }
   }
 }
@@ -317,7 +342,7 @@ void Forward(const PackedWeights& w, const float* x, int64_t rows, const float* 
       ForwardRows<3, 2>(w, x, bias, accumulate, relu, y);
       break;
     default:
-      ForwardRows<4, 2>(w, x, bias, accumulate, relu, y);
+      ForwardRows<4, 3>(w, x, bias, accumulate, relu, y);
       break;
   }
   if (activation != Activation::kNone && !relu) ApplyEltwise(activation, y, rows * w.out);

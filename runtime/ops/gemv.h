@@ -3,8 +3,10 @@
 //
 // Why: at one row every weight is used once per step, so a step costs the time to stream all
 // the decoder's weights from memory. oneDNN's brgemm reads one 64-column slab of the packed
-// layout at a time and reached ~10 GB/s on one core here; reading 2-4 slabs at once (more
-// memory streams in flight) reaches ~14-17 GB/s (tests/bench/linear_bench BM_SmallRows).
+// layout at a time: 9-12 GB/s on one core here; reading 2-4 slabs at once (more memory streams
+// in flight) gave 11-15 GB/s, 1.3-1.4x, in tests/bench/linear_bench's BM_SmallRows (weights from
+// DRAM). Four rows run as two passes of two over every 32 inputs (their accumulators would not
+// fit in the registers at once).
 //
 // Exactness: the kernel sums each output in the same order as oneDNN's f32 brgemm, so results
 // are bit-identical to the matmul they replace and to every other row count (a sentence's output

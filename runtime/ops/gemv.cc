@@ -149,7 +149,8 @@ __attribute__((target("avx512f"))) void Finish(const float* sums, int64_t first,
     __m512 v = _mm512_load_ps(sums + c);
     if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias + first + c));
     if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y + first + c));
-    if (relu) v = _mm512_max_ps(v, _mm512_setzero_ps());  // as oneDNN's relu with slope 0
+    // As oneDNN's relu (slope 0), i.e. vmaxps(v, 0): v where v > 0, else +0 (NaN included).
+    if (relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
     _mm512_mask_storeu_ps(y + first + c, mask, v);
   }
 }

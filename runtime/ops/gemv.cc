@@ -122,7 +122,7 @@ template <int M, int NB>
 __attribute__((target("avx512f"))) void SumSlabs(const float* w, int64_t in, int64_t slab,
                                                  int64_t chunk, const float* x, float* sums) {
   constexpr int kPass = M == 4 ? 2 : M;
-  alignas(64) float part[M * NB * kSlabCols];
+  alignas(64) float part[M * NB * kSlabCols] = {};  // zeroed only to quiet -Wmaybe-uninitialized
   for (int64_t k0 = 0; k0 < in; k0 += chunk) {
     const int64_t k1 = std::min(in, k0 + chunk);
     const int64_t step = M == kPass ? k1 - k0 : 32;

@@ -11,10 +11,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "ops/ops.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define GLOSSA_GEMV_X86 1
 #include <immintrin.h>
+
+#include "ops/avx512_math.h"
 #else
 #define GLOSSA_GEMV_X86 0
 #endif
@@ -29,15 +32,6 @@ using dt = memory::data_type;
 constexpr int64_t kSlabCols = 64;  // output columns per slab of the packed layout
 constexpr int64_t kBlockIn = 16;   // inputs per block of the packed layout
 
-bool CpuHasAvx512() {
-#if GLOSSA_GEMV_X86
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-#else
-  return false;
-#endif
-}
-
 // oneDNN's eltwise for the activations it applies as post-ops other than relu, run on y after
 // the kernel: the same JIT code as the post-op, so the same bits (MatchingChunk checks).
 void ApplyEltwise(Activation activation, float* y, int64_t n) {
@@ -50,15 +44,10 @@ void ApplyEltwise(Activation activation, float* y, int64_t n) {
   const Key key{n, static_cast<int>(activation)};
   auto it = cache.find(key);
   if (it == cache.end()) {
-    const dnnl::algorithm algorithm = activation == Activation::kSwish
-                                          ? dnnl::algorithm::eltwise_swish
-                                      : activation == Activation::kGelu
-                                          ? dnnl::algorithm::eltwise_gelu_erf
-                                          : dnnl::algorithm::eltwise_gelu_tanh;
     const memory::desc desc({n}, dt::f32, tag::a);
-    // alpha: swish's sigmoid scale (1), as Linear's post-op; gelu ignores it.
     dnnl::eltwise_forward::primitive_desc pd(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm, desc, 1.0f,
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference,
+                                    EltwiseAlgorithm(activation), desc, EltwiseAlpha(activation),
                                     0.0f),
         CpuEngine());
     it = cache.emplace(key, Entry{dnnl::eltwise_forward(pd), memory(desc, CpuEngine(), y)}).first;
@@ -144,8 +133,7 @@ __attribute__((target("avx512f"))) void Finish(const float* sums, int64_t first,
                                                const float* bias, bool accumulate, bool relu,
                                                float* y) {
   for (int64_t c = 0; c < cols; c += 16) {
-    const __mmask16 mask =
-        cols - c >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (cols - c)) - 1u);
+    const __mmask16 mask = avx512::LaneMask(cols - c);
     __m512 v = _mm512_load_ps(sums + c);
     if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias + first + c));
     if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y + first + c));
@@ -155,28 +143,32 @@ __attribute__((target("avx512f"))) void Finish(const float* sums, int64_t first,
   }
 }
 
-// Slab groups [g0, g1) of NB slabs (the last group may hold fewer: run one slab at a time).
+// y for `count` slabs from slab `s0`, once their sums are in `sums` ([M][count * 64]).
+template <int M>
+void FinishSlabs(const PackedWeights& w, const float* sums, int64_t s0, int64_t count,
+                 const float* bias, bool accumulate, bool relu, float* y) {
+  const int64_t first = s0 * kSlabCols, cols = std::min(count * kSlabCols, w.out - first);
+  for (int m = 0; m < M; ++m) {
+    Finish(sums + m * count * kSlabCols, first, cols, bias, accumulate, relu, y + m * w.out);
+  }
+}
+
+// Slab groups [g0, g1) of NB slabs; a last group of fewer slabs runs one slab at a time.
 template <int M, int NB>
 void RunGroups(const PackedWeights& w, const float* x, int64_t g0, int64_t g1, const float* bias,
                bool accumulate, bool relu, float* y) {
   alignas(64) float sums[M * NB * kSlabCols];
   const int64_t slabs = (w.out + kSlabCols - 1) / kSlabCols;
   for (int64_t g = g0; g < g1; ++g) {
-    const int64_t s0 = g * NB, count = std::min<int64_t>(NB, slabs - s0);
-    for (int64_t done = 0; done < count;) {
-      const int64_t n = count - done == NB ? NB : 1;
-      const float* weights = w.data + (s0 + done) * w.slab;
-      if (n == NB) {
-        SumSlabs<M, NB>(weights, w.in, w.slab, w.chunk, x, sums);
-      } else {
-        SumSlabs<M, 1>(weights, w.in, w.slab, w.chunk, x, sums);
-      }
-      const int64_t first = (s0 + done) * kSlabCols;
-      const int64_t cols = std::min(n * kSlabCols, w.out - first);
-      for (int m = 0; m < M; ++m) {
-        Finish(sums + m * n * kSlabCols, first, cols, bias, accumulate, relu, y + m * w.out);
-      }
-      done += n;
+    const int64_t s0 = g * NB;
+    if (slabs - s0 >= NB) {
+      SumSlabs<M, NB>(w.data + s0 * w.slab, w.in, w.slab, w.chunk, x, sums);
+      FinishSlabs<M>(w, sums, s0, NB, bias, accumulate, relu, y);
+      continue;
+    }
+    for (int64_t s = s0; s < slabs; ++s) {
+      SumSlabs<M, 1>(w.data + s * w.slab, w.in, w.slab, w.chunk, x, sums);
+      FinishSlabs<M>(w, sums, s, 1, bias, accumulate, relu, y);
     }
   }
 }
@@ -213,18 +205,8 @@ void OnednnProduct(int64_t rows, const memory& packed, const float* x, const flo
                    bool accumulate, Activation activation, float* y) {
   const memory::desc weights = packed.get_desc();
   const int64_t in = weights.dims()[0], out = weights.dims()[1];
-  dnnl::post_ops ops;
-  if (accumulate) ops.append_sum(1.0f);
-  if (activation != Activation::kNone) {
-    const dnnl::algorithm algorithm = activation == Activation::kRelu    ? dnnl::algorithm::eltwise_relu
-                                      : activation == Activation::kSwish ? dnnl::algorithm::eltwise_swish
-                                      : activation == Activation::kGelu
-                                          ? dnnl::algorithm::eltwise_gelu_erf
-                                          : dnnl::algorithm::eltwise_gelu_tanh;
-    ops.append_eltwise(1.0f, algorithm, activation == Activation::kRelu ? 0.0f : 1.0f, 0.0f);
-  }
   dnnl::primitive_attr attr;
-  attr.set_post_ops(ops);
+  attr.set_post_ops(MatmulPostOps(accumulate, activation));
   const memory::desc src({rows, in}, dt::f32, tag::ab), dst({rows, out}, dt::f32, tag::ab);
   const memory::desc bias_desc({1, out}, dt::f32, tag::ab);
   auto desc = bias != nullptr ? dnnl::matmul::desc(src, weights, bias_desc, dst)
@@ -305,12 +287,14 @@ std::atomic<bool>& EnabledFlag() {
   static std::atomic<bool> enabled{true};
   return enabled;
 }
-bool Enabled() { return EnabledFlag().load(std::memory_order_relaxed) && CpuHasAvx512(); }
+bool Enabled() {
+  return EnabledFlag().load(std::memory_order_relaxed) && ops::internal::CpuHasAvx512F();
+}
 void SetEnabled(bool enabled) { EnabledFlag().store(enabled, std::memory_order_relaxed); }
 }  // namespace internal
 
 int64_t MatchingChunk(int64_t in, bool bias, bool accumulate, Activation activation) {
-  if (!CpuHasAvx512()) return 0;
+  if (!ops::internal::CpuHasAvx512F()) return 0;
   using Key = std::tuple<int64_t, bool, bool, int, int>;
   static absl::Mutex mu(absl::kConstInit);
   static auto* known = new absl::flat_hash_map<Key, int64_t>();

@@ -25,22 +25,6 @@ using dt = dnnl::memory::data_type;
 // primitive is checked against it anyway.
 constexpr int64_t kRepresentativeRows = 32;
 
-dnnl::algorithm EltwiseAlgorithm(Activation activation) {
-  switch (activation) {
-    case Activation::kRelu:
-      return dnnl::algorithm::eltwise_relu;
-    case Activation::kSwish:
-      return dnnl::algorithm::eltwise_swish;
-    case Activation::kGelu:
-      return dnnl::algorithm::eltwise_gelu_erf;
-    case Activation::kGeluTanh:
-      return dnnl::algorithm::eltwise_gelu_tanh;
-    case Activation::kNone:
-      break;
-  }
-  return dnnl::algorithm::undef;
-}
-
 memory::desc RowMajor(int64_t rows, int64_t cols, dt type = dt::f32) {
   return memory::desc({rows, cols}, type, tag::ab);
 }
@@ -176,6 +160,34 @@ class ThreadMemories {
 };
 
 }  // namespace
+
+dnnl::algorithm EltwiseAlgorithm(Activation activation) {
+  switch (activation) {
+    case Activation::kRelu:
+      return dnnl::algorithm::eltwise_relu;
+    case Activation::kSwish:
+      return dnnl::algorithm::eltwise_swish;
+    case Activation::kGelu:
+      return dnnl::algorithm::eltwise_gelu_erf;
+    case Activation::kGeluTanh:
+      return dnnl::algorithm::eltwise_gelu_tanh;
+    case Activation::kNone:
+      break;
+  }
+  return dnnl::algorithm::undef;
+}
+
+// alpha is relu's negative slope (0) and swish's sigmoid scale (1); gelu ignores it.
+float EltwiseAlpha(Activation activation) { return activation == Activation::kRelu ? 0.0f : 1.0f; }
+
+dnnl::post_ops MatmulPostOps(bool accumulate, Activation activation) {
+  dnnl::post_ops ops;
+  if (accumulate) ops.append_sum(1.0f);
+  if (activation != Activation::kNone) {
+    ops.append_eltwise(1.0f, EltwiseAlgorithm(activation), EltwiseAlpha(activation), 0.0f);
+  }
+  return ops;
+}
 
 dnnl::engine& CpuEngine() {
   static dnnl::engine* engine = [] {
@@ -389,15 +401,8 @@ const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) con
 
   absl::MutexLock lock(&create_mu_);
   if (const Primitive* p = slot.load(std::memory_order_acquire)) return *p;
-  dnnl::post_ops ops;
-  if (accumulate) ops.append_sum(1.0f);
-  if (activation_ != Activation::kNone && !IsInt8(compute_)) {  // int8: ours
-    // alpha is relu's negative slope (0) and swish's sigmoid scale (1); gelu ignores it.
-    const float alpha = activation_ == Activation::kRelu ? 0.0f : 1.0f;
-    ops.append_eltwise(1.0f, EltwiseAlgorithm(activation_), alpha, 0.0f);
-  }
-  dnnl::primitive_attr attr;
-  attr.set_post_ops(ops);
+  dnnl::primitive_attr attr;  // int8 applies its activation itself, after its epilogue
+  attr.set_post_ops(MatmulPostOps(accumulate, IsInt8(compute_) ? Activation::kNone : activation_));
   // With the library-managed scratchpad, oneDNN 2.6 primitives must not run on two threads at
   // once (nor on a thread other than the creating one); with a user scratchpad per thread, they
   // may. Executing one primitive from two threads with the default mode gave wrong results.
@@ -450,7 +455,7 @@ bool Linear::ForwardSmallRows(const float* x, int64_t rows, float* y, bool accum
   std::atomic<int64_t>& known = gemv_chunk_[accumulate ? 1 : 0];
   int64_t chunk = known.load(std::memory_order_acquire);
   if (chunk < 0) {
-    chunk = gemv::MatchingChunk(in_, bias_mem_ ? true : false, accumulate, activation_);
+    chunk = gemv::MatchingChunk(in_, static_cast<bool>(bias_mem_), accumulate, activation_);
     known.store(chunk, std::memory_order_release);
   }
   if (chunk == 0) return false;

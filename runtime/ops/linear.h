@@ -161,6 +161,12 @@ class Linear {
   mutable std::array<std::atomic<Primitive*>, 2 * kMaxPieceRows> primitives_{};
 };
 
+// oneDNN's eltwise algorithm for an activation other than kNone, with its alpha, and the
+// post-ops of a float32/bfloat16 Linear's matmul: y += (with accumulate), then the activation.
+dnnl::algorithm EltwiseAlgorithm(Activation activation);
+float EltwiseAlpha(Activation activation);
+dnnl::post_ops MatmulPostOps(bool accumulate, Activation activation);
+
 // The process-wide CPU engine and this thread's stream.
 dnnl::engine& CpuEngine();
 dnnl::stream& ThreadStream();

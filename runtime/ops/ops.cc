@@ -156,11 +156,11 @@ GLOSSA_AVX512 LogSumExp LogSumExpAvx512(const float* x, int64_t n) {
   return {max, std::log(SumExpAvx512(x, n, max))};
 }
 
-// Largest value and the first index holding it, in two interleaved (value, index) accumulators:
-// each lane keeps the first index of its running maximum (strictly greater replaces), and the
-// final reduction takes the lowest index among the lanes holding the overall maximum.
-// The largest value and the index of its first occurrence; NaNs are never chosen (as in ArgMax's
-// strict comparison); index 0 when nothing compares (a row of NaNs).
+// The largest value and the index of its first occurrence, in two interleaved (value, index)
+// accumulators: each lane keeps the first index of its running maximum (strictly greater
+// replaces), and the final reduction takes the lowest index among the lanes holding the overall
+// maximum. NaNs are never chosen (as in ArgMax's strict comparison); index 0 when nothing
+// compares (a row of NaNs).
 struct MaxAt {
   int64_t index;
   float max;
@@ -278,6 +278,10 @@ GLOSSA_AVX512 void LogSoftmaxAvx512(float* x, int64_t n) {
 
 namespace internal {
 bool Avx512Enabled() { return UseAvx512(); }
+bool CpuHasAvx512F() {
+  static const bool has = CpuHasAvx512();
+  return has;
+}
 void SetAvx512Enabled(bool enabled) {
   Avx512Flag().store(enabled && CpuHasAvx512(), std::memory_order_relaxed);
 }

@@ -74,6 +74,8 @@ namespace internal {
 // unless turned off. Tests turn them off to check the portable kernels on the same machine.
 bool Avx512Enabled();
 void SetAvx512Enabled(bool enabled);  // true has no effect where the CPU lacks AVX-512F
+// Whether the CPU has AVX-512F (whatever SetAvx512Enabled says; ops/gemv.cc checks it too).
+bool CpuHasAvx512F();
 }  // namespace internal
 
 }  // namespace glossa::ops

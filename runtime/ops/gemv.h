@@ -1,12 +1,19 @@
-// Products of a few rows (1 to kMaxRows) with a float32 weight matrix held in oneDNN's packed
-// layout: the decoder's steps at batch 1 (greedy: 1 row, beam 4: 4 rows).
+// Products of up to kMaxRows rows with a float32 weight matrix held in oneDNN's packed layout:
+// the decoder's steps (batch 1: greedy 1 row, beam 4 four rows; greedy batch 32: 32 rows).
 //
-// Why: at one row every weight is used once per step, so a step costs the time to stream all
-// the decoder's weights from memory. oneDNN's brgemm reads one 64-column slab of the packed
-// layout at a time: 9-12 GB/s on one core here; reading 2-4 slabs at once (more memory streams
-// in flight) gave 11-15 GB/s, 1.3-1.4x, in tests/bench/linear_bench's BM_SmallRows (weights from
-// DRAM). Four rows run as two passes of two over every 32 inputs (their accumulators would not
-// fit in the registers at once).
+// Why: the decoder's weights do not stay in cache from one step to the next, so a step streams
+// them all from memory, and at these row counts that stream is most of its time. oneDNN's brgemm
+// reads one 64-column slab of the packed layout at a time and computes on it once it arrives:
+// 9-12 GB/s on one core here at 1 row. This kernel keeps more of the stream in flight:
+//  - 1 to 4 rows read 2-4 slabs at once: 11-15 GB/s, 1.3-1.4x (four rows run as two passes of
+//    two over every 32 inputs: their accumulators would not fit in the registers at once);
+//  - 5 to kMaxRows rows take one slab at a time, the rows in groups of 6 (24 accumulators) over
+//    blocks of 64 inputs that stay in L1, and prefetch the weights 128 KB ahead into L2 while
+//    they compute, so the stream overlaps the arithmetic. An OPUS-MT base decoder step at 32
+//    rows: 61-74 ms against oneDNN's 82-99 ms (BM_SmallRows, weights from DRAM). At 64 rows the
+//    two were even and at 128 oneDNN was faster (its compute is the better there), hence
+//    kMaxRows.
+// Both are measured in tests/bench/linear_bench's BM_SmallRows.
 //
 // Exactness: the kernel sums each output in the same order as oneDNN's f32 brgemm, so results
 // are bit-identical to the matmul they replace and to every other row count (a sentence's output
@@ -25,7 +32,7 @@
 
 namespace glossa::gemv {
 
-constexpr int64_t kMaxRows = 4;
+constexpr int64_t kMaxRows = 32;
 
 // Floats between consecutive 64-column slabs when `packed` (the weights {in, out}) has the
 // layout this kernel reads — blocks of 16 inputs x 64 outputs, inputs fastest across blocks

@@ -31,8 +31,9 @@
 // call of each row count, so every caller of one Linear should run with the same team size
 // (omp_get_max_threads): a Linear first used by a 1-thread caller stays 1 thread.
 //
-// Few rows: float32 calls of 1 to 4 rows (decoder steps at batch 1) run ops/gemv.h's kernel over
-// the same packed weights, which streams them faster and gives the same bits as oneDNN.
+// Few rows: float32 pieces of 1 to gemv::kMaxRows (32) rows (decoder steps) run ops/gemv.h's
+// kernel over the same packed weights, which streams them faster and gives the same bits as
+// oneDNN.
 //
 // Thread safety: Forward may be called concurrently from any number of threads, on the same Linear
 // too. Primitive lookup is a lock-free atomic load; creation takes a mutex once per

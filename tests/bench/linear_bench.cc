@@ -12,9 +12,10 @@
 // Shapes are those of the demo model (d_model 256, FFN 1024, vocabulary 15315, 4 heads of 64);
 // BM_LinearBase: the OPUS-MT base shape's.
 //   BM_SmallRows/rows/kernel          one decoder step's matrices of OPUS-MT base, twice over
-//                                    (~410 MB, more than this machine's share of L3), at 1 to 4
-//                                    rows, with ops/gemv.h's small-row kernel on (1) or off (0:
-//                                    oneDNN); counter GB/s of weights streamed.
+//                                    (~410 MB, more than this machine's share of L3), at 1 to
+//                                    128 rows, with ops/gemv.h's kernel on (1) or off (0:
+//                                    oneDNN; also above gemv::kMaxRows rows); counter GB/s of
+//                                    weights streamed.
 // Counters: GFLOP/s of the matmul, or of the 4·keys·d_model FLOP of attention.
 // No figure is checked: this is a tool for comparing changes on one machine.
 #include <benchmark/benchmark.h>
@@ -167,7 +168,7 @@ void BM_SmallRows(benchmark::State& state) {
   glossa::gemv::internal::SetEnabled(true);
 }
 BENCHMARK(BM_SmallRows)
-    ->ArgsProduct({{1, 2, 3, 4}, {1, 0}})
+    ->ArgsProduct({{1, 2, 3, 4, 8, 16, 32, 64, 128}, {1, 0}})
     ->ArgNames({"rows", "kernel"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -176,9 +176,10 @@ INSTANTIATE_TEST_SUITE_P(ComputeTypes, LinearPackingTest,
                                            ComputeType::kInt8, ComputeType::kInt8Fast),
                          [](const auto& info) { return ComputeTypeName(info.param); });
 
-// Calls of 1 to 4 float32 rows run ops/gemv.h's kernel: its results equal oneDNN's for the same
-// rows bit for bit, and the same rows inside a 32-row call (a sentence's output does not depend on
-// its batch), for the shapes and epilogues of the supported models.
+// Calls of 1 to gemv::kMaxRows float32 rows run ops/gemv.h's kernel: its results equal oneDNN's
+// for the same rows bit for bit, and the same rows inside a larger call that oneDNN runs (a
+// sentence's output does not depend on its batch), for the shapes and epilogues of the supported
+// models.
 struct SmallRowsCase {
   int64_t in, out;
   Activation activation;
@@ -198,7 +199,7 @@ TEST_P(SmallRowsTest, EqualsOnednnAndTheSameRowsInABatch) {
     // order would silently fall back to oneDNN.
     EXPECT_GT(gemv::MatchingChunk(c.in, c.bias, c.accumulate, c.activation), 0);
   }
-  const int64_t batch = 32;
+  const int64_t batch = gemv::kMaxRows + 8;
   const auto x = Random(batch * c.in, rng), start = Random(batch * c.out, rng);
   std::vector<float> together = start;
   linear.Forward(x.data(), batch, together.data(), c.accumulate);

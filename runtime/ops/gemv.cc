@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <unordered_map>
@@ -378,7 +377,6 @@ bool Enabled() {
   return EnabledFlag().load(std::memory_order_relaxed) && ops::internal::CpuHasAvx512F();
 }
 void SetEnabled(bool enabled) { EnabledFlag().store(enabled, std::memory_order_relaxed); }
-
 }  // namespace internal
 
 int64_t MatchingChunk(int64_t in, bool bias, bool accumulate, Activation activation) {

@@ -68,11 +68,15 @@ void ApplyEltwise(Activation activation, float* y, int64_t n) {
 // Inputs [k0, k1) of NB slabs of 64 outputs for M rows, in registers (one FMA chain per output),
 // continuing the partial sums in `part` ([M][NB * 64]; from zero with `fresh`). With `pf`, each
 // input also prefetches the next `pf_lines` cache lines from pf on into L2.
+// Not instrumented by the sanitizers (as oneDNN's JIT code, which it replaces, is not): with
+// their checks in this loop, the ASan+UBSan pass decoded 3x slower and python_batch ran past its
+// 420 s limit (126 s before the kernel took 5-32 rows; the address checks alone removed: 379 s).
+// Its callers, and the bounds they pass, are instrumented; SmallRowsTest checks its results bit
+// for bit.
 template <int M, int NB>
-__attribute__((target("avx512f"))) void PartSums(const float* w, int64_t in, int64_t slab,
-                                                 int64_t k0, int64_t k1, const float* x,
-                                                 float* part, bool fresh,
-                                                 const char* pf = nullptr, int pf_lines = 0) {
+__attribute__((target("avx512f"), no_sanitize("address", "undefined"))) void PartSums(
+    const float* w, int64_t in, int64_t slab, int64_t k0, int64_t k1, const float* x, float* part,
+    bool fresh, const char* pf = nullptr, int pf_lines = 0) {
   __m512 acc[M][NB][4];
   for (int m = 0; m < M; ++m) {
     for (int b = 0; b < NB; ++b) {

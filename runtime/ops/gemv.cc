@@ -112,6 +112,15 @@ __attribute__((target("avx512f"), no_sanitize("address", "undefined"))) void Par
   }
 }
 
+// sums[0, n) = part (first chunk) or sums + part: the chunks' sums added in order.
+__attribute__((target("avx512f"))) void AddInto(const float* part, int64_t n, bool first,
+                                                float* sums) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 p = _mm512_load_ps(part + i);
+    _mm512_store_ps(sums + i, first ? p : _mm512_add_ps(_mm512_load_ps(sums + i), p));
+  }
+}
+
 // The sums of NB slabs for M rows: each chunk's own sum, added to the previous chunks' in order.
 // Four rows' accumulators would not fit in the 32 vector registers, so they run as two passes of
 // two rows over every 32 inputs (the second pass reads them from L1; storing and reloading a
@@ -130,10 +139,7 @@ __attribute__((target("avx512f"))) void SumSlabs(const float* w, int64_t in, int
                             part + m * NB * kSlabCols, k == k0);
       }
     }
-    for (int64_t i = 0; i < M * NB * kSlabCols; i += 16) {
-      const __m512 p = _mm512_load_ps(part + i);
-      _mm512_store_ps(sums + i, k0 == 0 ? p : _mm512_add_ps(_mm512_load_ps(sums + i), p));
-    }
+    AddInto(part, M * NB * kSlabCols, k0 == 0, sums);
   }
 }
 
@@ -152,12 +158,11 @@ __attribute__((target("avx512f"))) void Finish(const float* sums, int64_t first,
   }
 }
 
-// y for `count` slabs from slab `s0`, once their sums are in `sums` ([M][count * 64]).
-template <int M>
-void FinishSlabs(const PackedWeights& w, const float* sums, int64_t s0, int64_t count,
-                 const float* bias, bool accumulate, bool relu, float* y) {
+// y for `count` slabs from slab `s0`, once their sums are in `sums` ([rows][count * 64]).
+void FinishSlabs(const PackedWeights& w, const float* sums, int64_t rows, int64_t s0,
+                 int64_t count, const float* bias, bool accumulate, bool relu, float* y) {
   const int64_t first = s0 * kSlabCols, cols = std::min(count * kSlabCols, w.out - first);
-  for (int m = 0; m < M; ++m) {
+  for (int64_t m = 0; m < rows; ++m) {
     Finish(sums + m * count * kSlabCols, first, cols, bias, accumulate, relu, y + m * w.out);
   }
 }
@@ -172,12 +177,12 @@ void RunGroups(const PackedWeights& w, const float* x, int64_t g0, int64_t g1, c
     const int64_t s0 = g * NB;
     if (slabs - s0 >= NB) {
       SumSlabs<M, NB>(w.data + s0 * w.slab, w.in, w.slab, w.chunk, x, sums);
-      FinishSlabs<M>(w, sums, s0, NB, bias, accumulate, relu, y);
+      FinishSlabs(w, sums, M, s0, NB, bias, accumulate, relu, y);
       continue;
     }
     for (int64_t s = s0; s < slabs; ++s) {
       SumSlabs<M, 1>(w.data + s * w.slab, w.in, w.slab, w.chunk, x, sums);
-      FinishSlabs<M>(w, sums, s, 1, bias, accumulate, relu, y);
+      FinishSlabs(w, sums, M, s, 1, bias, accumulate, relu, y);
     }
   }
 }
@@ -233,14 +238,6 @@ void RowsPart(const float* ws, int64_t in, int64_t k0, int64_t k1, const float* 
   }
 }
 
-__attribute__((target("avx512f"))) void AddInto(const float* part, int64_t n, bool first,
-                                                float* sums) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m512 p = _mm512_load_ps(part + i);
-    _mm512_store_ps(sums + i, first ? p : _mm512_add_ps(_mm512_load_ps(sums + i), p));
-  }
-}
-
 void RunSlabsMany(const PackedWeights& w, const float* x, int64_t rows, int64_t s0, int64_t s1,
                   const float* bias, bool accumulate, bool relu, float* y) {
   alignas(64) float part[kMaxRows * kSlabCols], sums[kMaxRows * kSlabCols];
@@ -257,10 +254,7 @@ void RunSlabsMany(const PackedWeights& w, const float* x, int64_t rows, int64_t 
       }
       AddInto(part, rows * kSlabCols, c0 == 0, sums);
     }
-    const int64_t first = s * kSlabCols, cols = std::min(kSlabCols, w.out - first);
-    for (int64_t m = 0; m < rows; ++m) {
-      Finish(sums + m * kSlabCols, first, cols, bias, accumulate, relu, y + m * w.out);
-    }
+    FinishSlabs(w, sums, rows, s, 1, bias, accumulate, relu, y);
   }
 }
 

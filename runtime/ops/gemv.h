@@ -10,9 +10,10 @@
 //  - 5 to kMaxRows rows take one slab at a time, the rows in groups of 6 (24 accumulators) over
 //    blocks of 64 inputs that stay in L1, and prefetch the weights 128 KB ahead into L2 while
 //    they compute, so the stream overlaps the arithmetic. An OPUS-MT base decoder step at 32
-//    rows: 61-74 ms against oneDNN's 82-99 ms (BM_SmallRows, weights from DRAM). At 64 rows the
-//    two were even and at 128 oneDNN was faster (its compute is the better there), hence
-//    kMaxRows.
+//    rows: 61-74 ms against oneDNN's 82-102 ms in the machine's faster spells, close to even in
+//    its slower ones (BM_SmallRows, weights from DRAM); end to end, greedy batch 32 on one
+//    thread +11-23% (base, big, demo). At 64 rows the two were even and at 128 oneDNN was
+//    faster (its compute is the better there), hence kMaxRows.
 // Both are measured in tests/bench/linear_bench's BM_SmallRows.
 //
 // Exactness: the kernel sums each output in the same order as oneDNN's f32 brgemm, so results

@@ -15,7 +15,8 @@
 //      OpenMP threads each, --batch_size sentences at once per worker (continuous batching).
 //      --workers 2 --threads 1 is what glossa-server runs on a 2-core machine (its --workers 0).
 // target_tokens: ids of the best hypothesis, final EOS and the forced target-language token not
-// counted (CTranslate2's count leaves out both too).
+// counted (CTranslate2's count leaves out both too). encoder_s and decode_steps_s split the
+// timed run (from the engine's metrics, summed over workers; the rest is admission and queueing).
 //
 // --min_output_tokens may equal --max_output_tokens (end of sentence never allowed, so every
 // output has exactly that many tokens): the benchmark's fixed-length mode for random-weight
@@ -204,9 +205,13 @@ int main(int argc, char** argv) {
   }
 
   // 3. The timed run.
+  const auto encoder_before = engine.metrics().encoder_seconds.Read();
+  const auto steps_before = engine.metrics().decode_step_seconds.Read();
   const Clock::time_point start = Clock::now();
   auto best = RunJob(engine, sources->sources, *search);
   const double wall = Seconds(Clock::now() - start);
+  const auto encoder_after = engine.metrics().encoder_seconds.Read();
+  const auto steps_after = engine.metrics().decode_step_seconds.Read();
   if (!best.ok()) return Fail(std::string(best.status().message()), 1);
 
   const int eos = (*model)->config().eos_id;
@@ -247,6 +252,12 @@ int main(int argc, char** argv) {
       {"rss_after_load_mb", Round(rss_after_load_mb, 1)},
       {"wall_s", Round(wall, 4)},
       {"target_tokens_per_s", Round(wall > 0 ? target_tokens / wall : 0.0, 1)},
+      // Where the timed run's time went (summed over workers): encoder calls (with the cross
+      // K/V projections) and decoder steps (search included); their count.
+      {"encoder_s", Round(encoder_after.sum - encoder_before.sum, 4)},
+      {"encoder_calls", encoder_after.count - encoder_before.count},
+      {"decode_steps_s", Round(steps_after.sum - steps_before.sum, 4)},
+      {"decode_steps", steps_after.count - steps_before.count},
       {"peak_rss_mb", Round(glossa::bench::ProcStatusMb("VmHWM"), 1)},
   };
   std::cerr << report.dump() << std::endl;

@@ -62,7 +62,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr double kFlopPerTargetToken = 13.4e6;
 constexpr double kFlopPerSourceToken = 5.5e6;
-constexpr double kPeakFlopPerThread = 117e9;
 constexpr int kWarmupSentences = 8;
 
 struct Config {
@@ -172,7 +171,8 @@ double PeakFactor(const std::string& compute_type) {
   return compute_type == "bfloat16" ? 2.0 : 1.0;
 }
 
-Json RunJson(const Config& config, const Timing& timing, int64_t source_tokens) {
+Json RunJson(const Config& config, const Timing& timing, int64_t source_tokens,
+             double fma_peak) {
   using glossa::bench::Round;
   const size_t sentences = timing.latency_ms.size();
   const double tok_s = timing.seconds > 0 ? timing.target_tokens / timing.seconds : 0.0;
@@ -195,10 +195,12 @@ Json RunJson(const Config& config, const Timing& timing, int64_t source_tokens) 
       {"latency_ms", LatencyJson(timing.latency_ms)},
       {"peak_rss_mb", Round(glossa::bench::ProcStatusMb("VmHWM"), 1)},
       {"rss_mb", Round(glossa::bench::ProcStatusMb("VmRSS"), 1)},
+      {"fma_peak_gflops_per_thread", Round(fma_peak * 1e-9, 1)},
       {"gemm_roofline_share",
-       Round(tok_s * flop_per_token /
-                 (kPeakFlopPerThread * PeakFactor(config.compute_type) * config.threads),
-             5)},
+       fma_peak > 0 ? Json(Round(tok_s * flop_per_token /
+                                     (fma_peak * PeakFactor(config.compute_type) * config.threads),
+                                 5))
+                    : Json(nullptr)},
       {"load_average_1m", glossa::bench::LoadAverage()},
   };
 }
@@ -228,10 +230,12 @@ absl::StatusOr<Json> RunConfig(std::shared_ptr<const glossa::Model> model,
     auto warm = TimeRun(translator, Chunks(head, config.batch_size), options);
     if (!warm.ok()) return warm.status();
   }
+  // The core's FMA peak just before the timed runs: this host's clock moves within minutes.
+  const double fma_peak = glossa::bench::MeasureFmaPeak();
   absl::StatusOr<Timing> timing =
       MedianRun(translator, chunks, options, absl::GetFlag(FLAGS_repeat));
   if (!timing.ok()) return timing.status();
-  return RunJson(config, *timing, source_tokens);
+  return RunJson(config, *timing, source_tokens, fma_peak);
 }
 
 absl::StatusOr<int64_t> SourceTokens(const glossa::Model& model,
@@ -272,9 +276,10 @@ std::string Notes() {
       "competed for the CPUs and the figures are low. gemm_roofline_share = "
       "target_tokens_per_s * (",
       kFlopPerTargetToken, " FLOP per target token + ", kFlopPerSourceToken,
-      " * source_tokens / target_tokens) / (", kPeakFlopPerThread,
-      " FLOP/s per thread * threads * 4 for int8, 2 for bfloat16), the fp32 FMA peak per core "
-      "from NOTES-debian.md.");
+      " * source_tokens / target_tokens) / (fma_peak_gflops_per_thread * threads * 4 for int8, "
+      "2 for bfloat16), where fma_peak_gflops_per_thread is this core's fp32 FMA rate measured "
+      "(0.3 s of multiply-add chains in registers) just before the configuration's timed runs; "
+      "null without AVX2.");
 }
 
 Json ReportHeader(const std::string& model_path, const glossa::Model& model, size_t sentences) {

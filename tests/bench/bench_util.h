@@ -31,6 +31,12 @@ double LoadAverage();
 // "model name" of the first CPU in /proc/cpuinfo, or "unknown".
 std::string CpuModel();
 
+// This core's float32 FMA peak in FLOP/s, measured now: `seconds` of independent AVX-512 (or
+// AVX2) multiply-add chains on the calling thread, registers only, so the figure reflects the
+// core's vector units and its clock at the time (which moves on a shared host). The GEMM
+// roofline shares of glossa-bench and peer_compare.py divide by it. 0 without AVX2+FMA.
+double MeasureFmaPeak(double seconds = 0.3);
+
 }  // namespace glossa::bench
 
 #endif  // GLOSSA_TESTS_BENCH_BENCH_UTIL_H_

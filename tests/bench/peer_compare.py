@@ -47,12 +47,16 @@ Models:
 Models are converted once and kept under --work_dir: glossa-convert (float32 and --dtype int8)
 and the peer's hf_to_ct2.py (float32 and --quantization int8).
 
-GEMM roofline (Glossa column): the share of the machine's fp32 FMA peak (117 GFLOP/s per core,
-NOTES-debian.md; x4 for int8) that the cell's matrix products reach, as glossa-bench's
-gemm_roofline_share but from the model's own shape and counting every beam row:
+GEMM roofline (Glossa column): the share of the machine's fp32 FMA peak (x4 for int8) that the
+cell's matrix products reach, as glossa-bench's gemm_roofline_share but from the model's own
+shape and counting every beam row. The peak is measured: each glossa-peer-run times one core's
+fp32 multiply-add chains just before its timed run (fma_peak_gflops; this host's clock moves
+within minutes), and the cell divides by its median run's figure (117 GFLOP/s per core, the
+figure NOTES-debian.md gives for its machine, only where a run reports none):
   FLOP = target_tokens x beam x 2 x (dec_layers x (6 d^2 + 2 d ffn) + d vocab)
        + source_tokens x 2 x (enc_layers x (4 d^2 + 2 d ffn) + dec_layers x 2 d^2)
 over the timed seconds, divided by (peak x workers x threads). Attention scores are left out.
+The table's "peak" column gives the measured GFLOP/s per core.
 For the demo model, greedy, it equals glossa-bench's figure.
 
 Skips (exit 0, a line saying why) when ../shared/peer/ctranslate2 is not there or the peer cannot
@@ -77,7 +81,7 @@ SHAPES = ("opus-mt-base", "opus-mt-big", "nllb-600m")
 DEFAULT_SENTENCES = {"demo": (300, 100), "opus-mt-base": (64, 4), "opus-mt-big": (64, 2),
                      "nllb-600m": (64, 2)}
 LANGUAGES = {"nllb-600m": ("spa_Latn", "eng_Latn")}
-PEAK_FLOP_PER_CORE = 117e9
+FALLBACK_PEAK_FLOP_PER_CORE = 117e9  # NOTES-debian.md, for runs that report no measured peak
 FIRST_MAX_TOKENS = 16
 
 
@@ -324,7 +328,7 @@ def main():
         "machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "platform": platform.platform(),
                     "load_average_at_start": os.getloadavg()[0]},
         "ctranslate2_version": ct2_version, "omp_wait_policy": args.omp_wait_policy,
-        "repeats": args.repeats, "peak_flop_per_core": PEAK_FLOP_PER_CORE,
+        "repeats": args.repeats,
         "args": {k: str(v) for k, v in vars(args).items()}, "models": {}, "cells": [],
     }
     tables = []
@@ -403,7 +407,9 @@ def main():
                             mine = median_run(runs["glossa:" + label])
                             flop = (mine["target_tokens"] * beam * target_flop +
                                     mine["source_tokens"] * source_flop)
-                            peak = PEAK_FLOP_PER_CORE * workers * threads * (4 if "int8" in label else 1)
+                            core_peak = (mine.get("fma_peak_gflops") or 0) * 1e9 or \
+                                FALLBACK_PEAK_FLOP_PER_CORE
+                            peak = core_peak * workers * threads * (4 if "int8" in label else 1)
                             counts = {key: sorted({r["target_tokens"] for r in rs})
                                       for key, rs in runs.items()}
                             cell = {
@@ -415,6 +421,7 @@ def main():
                                 "ct2_tokens_per_s": peer["target_tokens_per_s"],
                                 "ratio": round(mine["target_tokens_per_s"] / peer["target_tokens_per_s"], 3),
                                 "glossa_gemm_roofline_share": round(flop / mine["wall_s"] / peak, 4),
+                                "fma_peak_gflops_per_core": round(core_peak * 1e-9, 1),
                                 "glossa_peak_rss_mb": mine["peak_rss_mb"],
                                 "ct2_peak_rss_mb": peer["peak_rss_mb"],
                                 "glossa_first_translation_s": mine["first_translation_s"],
@@ -474,7 +481,7 @@ def format_table(name, rows, info, n_batch, n_batch1, args):
         "random weights, %d tokens per sentence" % fixed, n_batch, n_batch1, args.repeats,
         "ratio = Glossa / CTranslate2"))
     lines = [head, "",
-             "| type | cores | beam | batch | Glossa | CT2 | ratio | Glossa GEMM roofline "
+             "| type | cores | beam | batch | Glossa | CT2 | ratio | Glossa GEMM roofline (peak) "
              "| peak RSS MB G / C | load s G / C | tokens G / C |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in rows:
@@ -484,16 +491,19 @@ def format_table(name, rows, info, n_batch, n_batch1, args):
         cores = "1" if c["workers"] * c["threads"] == 1 else "%dx%d" % (c["workers"], c["threads"])
         tokens = "%d / %d%s" % (c["glossa_target_tokens"], c["ct2_target_tokens"],
                                 "" if c["tokens_equal"] else " (differ)")
-        lines.append("| %s | %s | %d | %d | %s | %s | %.2f× | %.1f%% | %.0f / %.0f | %.2f / %.2f | %s |" % (
+        lines.append("| %s | %s | %d | %d | %s | %s | %.2f× | %.1f%% (%.0f) | %.0f / %.0f | %.2f / %.2f | %s |" % (
             kind, cores, c["beam_size"], c["batch_size"], "{:,.0f}".format(c["glossa_tokens_per_s"]),
             "{:,.0f}".format(c["ct2_tokens_per_s"]), c["ratio"],
-            100 * c["glossa_gemm_roofline_share"], c["glossa_peak_rss_mb"], c["ct2_peak_rss_mb"],
+            100 * c["glossa_gemm_roofline_share"], c["fma_peak_gflops_per_core"],
+            c["glossa_peak_rss_mb"], c["ct2_peak_rss_mb"],
             c["glossa_first_translation_s"], c["ct2_first_translation_s"], tokens))
     lines.append("")
     lines.append("cores: 1 = one worker of one thread; WxT = W workers of T threads each (Glossa's "
                  "engine workers, CTranslate2's inter_threads x intra_threads). load s: file to "
                  "first translation (one line, greedy, <= %d tokens), page cache warm. peak RSS: "
-                 "the whole process, median run. CT2 int8 = int8 weights, float32 elsewhere."
+                 "the whole process, median run. CT2 int8 = int8 weights, float32 elsewhere. "
+                 "GEMM roofline: share of the fp32 FMA peak (int8: x4) over the cores used; "
+                 "(peak): that peak per core in GFLOP/s, measured before the median Glossa run."
                  % FIRST_MAX_TOKENS)
     return "\n".join(lines)
 

@@ -17,6 +17,7 @@
 // target_tokens: ids of the best hypothesis, final EOS and the forced target-language token not
 // counted (CTranslate2's count leaves out both too). encoder_s and decode_steps_s split the
 // timed run (from the engine's metrics, summed over workers; the rest is admission and queueing).
+// fma_peak_gflops: one core's fp32 FMA rate, measured just before the timed run (bench_util.h).
 //
 // --min_output_tokens may equal --max_output_tokens (end of sentence never allowed, so every
 // output has exactly that many tokens): the benchmark's fixed-length mode for random-weight
@@ -204,7 +205,8 @@ int main(int argc, char** argv) {
     if (!r.ok()) return Fail(std::string(r.status().message()), 1);
   }
 
-  // 3. The timed run.
+  // 3. The timed run, after measuring the core's FMA peak (the host's clock moves).
+  const double fma_peak = glossa::bench::MeasureFmaPeak();
   const auto encoder_before = engine.metrics().encoder_seconds.Read();
   const auto steps_before = engine.metrics().decode_step_seconds.Read();
   const Clock::time_point start = Clock::now();
@@ -259,6 +261,7 @@ int main(int argc, char** argv) {
       {"decode_steps_s", Round(steps_after.sum - steps_before.sum, 4)},
       {"decode_steps", steps_after.count - steps_before.count},
       {"peak_rss_mb", Round(glossa::bench::ProcStatusMb("VmHWM"), 1)},
+      {"fma_peak_gflops", Round(fma_peak * 1e-9, 1)},  // one core, just before the timed run
   };
   std::cerr << report.dump() << std::endl;
   return 0;

@@ -12,8 +12,10 @@
 //    they compute, so the stream overlaps the arithmetic. An OPUS-MT base decoder step at 32
 //    rows: 61-74 ms against oneDNN's 82-102 ms in the machine's faster spells, close to even in
 //    its slower ones (BM_SmallRows, weights from DRAM); end to end, greedy batch 32 on one
-//    thread +11-23% (base, big, demo). At 64 rows the two were even and at 128 oneDNN was
-//    faster (its compute is the better there), hence kMaxRows.
+//    thread +11-23% (base, big, demo). Each group of 6 rows is written as oneDNN's brgemm loop
+//    (named accumulators, inputs 4 at a time): +8-12% over the first version at 32 rows where
+//    the weights come from cache (demo, big). At 64 and 128 rows it and oneDNN were within
+//    ±10% of each other, ahead on some shapes and behind on others, hence kMaxRows.
 // Both are measured in tests/bench/linear_bench's BM_SmallRows.
 //
 // Exactness: the kernel sums each output in the same order as oneDNN's f32 brgemm, so results

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/ops.h"
 
@@ -164,6 +165,57 @@ __attribute__((target("avx512f"))) inline void AddWeightedRowsAvx512(const float
   }
 }
 
+// NH heads of 64 at once: scores[h * s_stride + t] = q[h * 64, +64) · rows[t][h * 64, +64) for
+// h < NH, each computed exactly as DotPassAvx512<4> computes it (same bits); one key row's
+// 256·NH floats are read in one go, and the heads' horizontal sums overlap.
+template <int NH>
+__attribute__((target("avx512f"))) inline void DotHeadsAvx512(const float* q,
+                                                              const float* const* rows, int n,
+                                                              float* scores, int s_stride) {
+  __m512 qv[NH][4];
+  for (int h = 0; h < NH; ++h) {
+    for (int j = 0; j < 4; ++j) qv[h][j] = _mm512_loadu_ps(q + h * 64 + j * 16);
+  }
+  for (int t = 0; t < n; ++t) {
+    const float* k = rows[t];
+    for (int h = 0; h < NH; ++h) {
+      const float* kh = k + h * 64;
+      __m512 a0 = _mm512_mul_ps(qv[h][0], _mm512_loadu_ps(kh));
+      __m512 a1 = _mm512_mul_ps(qv[h][1], _mm512_loadu_ps(kh + 16));
+      a0 = _mm512_fmadd_ps(qv[h][2], _mm512_loadu_ps(kh + 32), a0);
+      a1 = _mm512_fmadd_ps(qv[h][3], _mm512_loadu_ps(kh + 48), a1);
+      scores[h * s_stride + t] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    }
+  }
+}
+
+// NH heads of 64 at once: out[h * 64 + i] += Σ_t p[h * p_stride + t] · rows[t][h * 64 + i] for
+// h < NH. Each output is the same FMA chain over t as AddWeightedRowsAvx512's, so the same bits;
+// the 4·NH chains run side by side (one head's 4 chains wait on the FMA latency) and each value
+// row's 256·NH floats are read in one go.
+template <int NH>
+__attribute__((target("avx512f"))) inline void AddWeightedHeadsAvx512(const float* p,
+                                                                      int p_stride,
+                                                                      const float* const* rows,
+                                                                      int n, float* out) {
+  __m512 acc[NH][4];
+  for (int h = 0; h < NH; ++h) {
+    for (int j = 0; j < 4; ++j) acc[h][j] = _mm512_loadu_ps(out + h * 64 + j * 16);
+  }
+  for (int t = 0; t < n; ++t) {
+    const float* v = rows[t];
+    for (int h = 0; h < NH; ++h) {
+      const __m512 w = _mm512_set1_ps(p[h * p_stride + t]);
+      for (int j = 0; j < 4; ++j) {
+        acc[h][j] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + h * 64 + j * 16), acc[h][j]);
+      }
+    }
+  }
+  for (int h = 0; h < NH; ++h) {
+    for (int j = 0; j < 4; ++j) _mm512_storeu_ps(out + h * 64 + j * 16, acc[h][j]);
+  }
+}
+
 #pragma GCC diagnostic pop
 #endif  // GLOSSA_ATTENTION_X86
 
@@ -186,32 +238,115 @@ inline void AddWeightedRows(const float* p, const float* const* rows, int n, int
 
 }  // namespace attention_internal
 
-// out[heads*head_dim] = Σ_t softmax_t(q·k_t) v_t, head by head.
+namespace attention_internal {
+
+// f(rows, t0, n) for the keys [t0, t0 + n) in chunks of kChunkRows, rows[j] = row(t0 + j) + off.
+template <typename Row, typename F>
+void ForKeyChunks(int num_keys, Row row, int64_t off, F f) {
+  const float* rows[kChunkRows];
+  for (int t0 = 0; t0 < num_keys; t0 += kChunkRows) {
+    const int n = std::min(kChunkRows, num_keys - t0);
+    for (int j = 0; j < n; ++j) rows[j] = row(t0 + j) + off;
+    f(rows, t0, n);
+  }
+}
+
+// Heads of 64 (every model Glossa loads) with AVX-512 run 4 heads per pass over the keys.
+inline bool HeadsOf64(int head_dim) {
+#if GLOSSA_ATTENTION_X86
+  return head_dim == 64 && HasAvx512();
+#else
+  (void)head_dim;
+  return false;
+#endif
+}
+
+// f(std::integral_constant<int, NH>) for NH = min(4, heads_left).
+template <typename F>
+void WithHeads(int heads_left, F f) {
+  switch (std::min(4, heads_left)) {
+    case 1: return f(std::integral_constant<int, 1>());
+    case 2: return f(std::integral_constant<int, 2>());
+    case 3: return f(std::integral_constant<int, 3>());
+    default: return f(std::integral_constant<int, 4>());
+  }
+}
+
+// scores[h * num_keys + t] = softmax over t of q_h · k_t, for every head h.
+template <typename KeyRow>
+void HeadProbabilities(const float* q, int heads, int head_dim, int num_keys, KeyRow key_row,
+                       float* scores) {
+#if GLOSSA_ATTENTION_X86
+  if (HeadsOf64(head_dim)) {
+    for (int h0 = 0; h0 < heads; h0 += 4) {
+      float* p = scores + static_cast<int64_t>(h0) * num_keys;
+      WithHeads(heads - h0, [&](auto nh) {
+        ForKeyChunks(num_keys, key_row, int64_t{h0} * 64, [&](const float* const* rows, int t0,
+                                                              int n) {
+          DotHeadsAvx512<nh>(q + h0 * 64, rows, n, p + t0, num_keys);
+        });
+      });
+    }
+    for (int h = 0; h < heads; ++h) ops::Softmax(scores + static_cast<int64_t>(h) * num_keys, num_keys);
+    return;
+  }
+#endif
+  for (int h = 0; h < heads; ++h) {
+    const int64_t off = static_cast<int64_t>(h) * head_dim;
+    float* sh = scores + static_cast<int64_t>(h) * num_keys;
+    ForKeyChunks(num_keys, key_row, off, [&](const float* const* rows, int t0, int n) {
+      DotRows(q + off, rows, n, head_dim, sh + t0);
+    });
+    ops::Softmax(sh, num_keys);
+  }
+}
+
+// out[h * head_dim + i] = Σ_t scores[h * num_keys + t] · v_t[h * head_dim + i].
+template <typename ValueRow>
+void WeightedValues(const float* scores, int heads, int head_dim, int num_keys,
+                    ValueRow value_row, float* out) {
+  std::fill(out, out + static_cast<int64_t>(heads) * head_dim, 0.0f);
+#if GLOSSA_ATTENTION_X86
+  if (HeadsOf64(head_dim)) {
+    for (int h0 = 0; h0 < heads; h0 += 4) {
+      const float* p = scores + static_cast<int64_t>(h0) * num_keys;
+      WithHeads(heads - h0, [&](auto nh) {
+        ForKeyChunks(num_keys, value_row, int64_t{h0} * 64, [&](const float* const* rows,
+                                                                int t0, int n) {
+          AddWeightedHeadsAvx512<nh>(p + t0, num_keys, rows, n, out + h0 * 64);
+        });
+      });
+    }
+    return;
+  }
+#endif
+  for (int h = 0; h < heads; ++h) {
+    const int64_t off = static_cast<int64_t>(h) * head_dim;
+    const float* p = scores + static_cast<int64_t>(h) * num_keys;
+    ForKeyChunks(num_keys, value_row, off, [&](const float* const* rows, int t0, int n) {
+      AddWeightedRows(p + t0, rows, n, head_dim, out + off);
+    });
+  }
+}
+
+}  // namespace attention_internal
+
+// out[heads*head_dim] = Σ_t softmax_t(q·k_t) v_t, for each head.
 //   q:            [heads*head_dim], the projected query, already multiplied by head_dim^-0.5
 //   key_row(t):   pointer to key row t, [heads*head_dim]; likewise value_row(t)
-//   scores:       scratch of at least num_keys floats
+//   scores:       scratch of at least heads * num_keys floats
 // The rows come through accessors so that a beam can read its ancestors' cache rows by index.
+// Heads of 64 with AVX-512 take 4 heads per pass over the key and value rows (each row's
+// 1 KB read in one go, the heads' sums side by side): the same operations per head in the same
+// order as one head at a time, so the same bits (AttentionTest.HeadsOf64AsOneHeadAtATime);
+// demo decoder steps at batch 32 ran 2-3% faster.
 template <typename KeyRow, typename ValueRow>
 void AttendRow(const float* q, int heads, int head_dim, int num_keys, KeyRow key_row,
                ValueRow value_row, float* scores, float* out) {
-  using attention_internal::kChunkRows;
-  const float* rows[kChunkRows];
-  for (int h = 0; h < heads; ++h) {
-    const int64_t off = static_cast<int64_t>(h) * head_dim;
-    for (int t0 = 0; t0 < num_keys; t0 += kChunkRows) {
-      const int n = std::min(kChunkRows, num_keys - t0);
-      for (int j = 0; j < n; ++j) rows[j] = key_row(t0 + j) + off;
-      attention_internal::DotRows(q + off, rows, n, head_dim, scores + t0);
-    }
-    ops::Softmax(scores, num_keys);
-    float* oh = out + off;
-    std::fill(oh, oh + head_dim, 0.0f);
-    for (int t0 = 0; t0 < num_keys; t0 += kChunkRows) {
-      const int n = std::min(kChunkRows, num_keys - t0);
-      for (int j = 0; j < n; ++j) rows[j] = value_row(t0 + j) + off;
-      attention_internal::AddWeightedRows(scores + t0, rows, n, head_dim, oh);
-    }
-  }
+  if (heads <= 0 || head_dim <= 0) return;
+  if (num_keys <= 0) return std::fill(out, out + static_cast<int64_t>(heads) * head_dim, 0.0f);
+  attention_internal::HeadProbabilities(q, heads, head_dim, num_keys, key_row, scores);
+  attention_internal::WeightedValues(scores, heads, head_dim, num_keys, value_row, out);
 }
 
 }  // namespace glossa

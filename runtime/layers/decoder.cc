@@ -88,7 +88,7 @@ void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float
   }
   for (auto* buf : {&s.x, &s.h, &s.q, &s.k, &s.v, &s.a}) Grow(*buf, n * d);
   Grow(s.ffn, n * config_.decoder_ffn_dim);
-  Grow(s.scores, max_keys);
+  Grow(s.scores, int64_t{config_.decoder_heads} * max_keys);
 
   float* x = s.x.data();
   const float scale = config_.scale_embedding ? std::sqrt(static_cast<float>(d)) : 1.0f;

@@ -46,7 +46,7 @@ std::shared_ptr<EncodedBatch> Encoder::Encode(const std::vector<std::vector<int>
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const bool pre = config_.normalize_before;
   std::vector<float> h(n * d), q(n * d), k(n * d), v(n * d), a(n * d);
-  std::vector<float> ffn(n * config_.encoder_ffn_dim), scores(max_len);
+  std::vector<float> ffn(n * config_.encoder_ffn_dim), scores(int64_t{heads} * max_len);
   for (const EncoderLayerWeights& layer : weights_.encoder_layers) {
     // Self-attention block: x += out(attn(norm?(x))), then post-norm.
     const float* in = x.data();

@@ -203,7 +203,7 @@ void BM_Attend(benchmark::State& state) {
   const int keys = static_cast<int>(state.range(2));
   const int64_t d = int64_t{heads} * head_dim;
   const auto q = Random(d, 1, 0.2f), k = Random(keys * d, 2), v = Random(keys * d, 3);
-  std::vector<float> scores(keys), out(d);
+  std::vector<float> scores(int64_t{heads} * keys), out(d);
   auto key_row = [&](int t) { return k.data() + t * d; };
   auto value_row = [&](int t) { return v.data() + t * d; };
   if (!kScalar) {  // sanity check against the scalar version (not a test: those live in tests/)

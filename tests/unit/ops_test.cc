@@ -477,7 +477,7 @@ TEST(AttentionTest, MatchesNaiveReference) {
   for (auto [heads, head_dim, keys] : {std::tuple{1, 1, 1}, {4, 64, 37}, {2, 3, 5}, {8, 16, 200}}) {
     const int d = heads * head_dim;
     const auto q = Random(d, rng), k = Random(keys * d, rng), v = Random(keys * d, rng);
-    std::vector<float> out(d), scores(keys);
+    std::vector<float> out(d), scores(heads * keys);
     AttendRow(
         q.data(), heads, head_dim, keys, [&](int t) { return k.data() + t * d; },
         [&](int t) { return v.data() + t * d; }, scores.data(), out.data());
@@ -496,6 +496,41 @@ TEST(AttentionTest, MatchesNaiveReference) {
       }
     }
     ExpectClose(out, expected, 1e-5);
+  }
+}
+
+// Heads of 64 run 4 heads per pass (AVX-512); each head must still get exactly the bits of the
+// one-head-at-a-time kernels (DotRows, Softmax, AddWeightedRows over chunks of kChunkRows keys).
+TEST(AttentionTest, HeadsOf64AsOneHeadAtATime) {
+  using namespace attention_internal;
+  std::mt19937 rng(5);
+  for (int heads : {1, 2, 3, 4, 5, 8, 9, 16}) {
+    for (int keys : {1, 37, 64, 130}) {
+      const int d = heads * 64;
+      const auto q = Random(d, rng), k = Random(keys * d, rng), v = Random(keys * d, rng);
+      std::vector<float> out(d), scores(heads * keys);
+      AttendRow(
+          q.data(), heads, 64, keys, [&](int t) { return k.data() + t * d; },
+          [&](int t) { return v.data() + t * d; }, scores.data(), out.data());
+      std::vector<float> expected(d, 0.0f), s(keys);
+      const float* rows[kChunkRows];
+      for (int h = 0; h < heads; ++h) {
+        for (int t0 = 0; t0 < keys; t0 += kChunkRows) {
+          const int n = std::min(kChunkRows, keys - t0);
+          for (int j = 0; j < n; ++j) rows[j] = k.data() + (t0 + j) * d + h * 64;
+          DotRows(q.data() + h * 64, rows, n, 64, s.data() + t0);
+        }
+        ops::Softmax(s.data(), keys);
+        for (int t0 = 0; t0 < keys; t0 += kChunkRows) {
+          const int n = std::min(kChunkRows, keys - t0);
+          for (int j = 0; j < n; ++j) rows[j] = v.data() + (t0 + j) * d + h * 64;
+          AddWeightedRows(s.data() + t0, rows, n, 64, expected.data() + h * 64);
+        }
+      }
+      for (int i = 0; i < d; ++i) {
+        ASSERT_EQ(Bits(out[i]), Bits(expected[i])) << "heads " << heads << " keys " << keys << " i " << i;
+      }
+    }
   }
 }
 

@@ -66,8 +66,7 @@ void ApplyEltwise(Activation activation, float* y, int64_t n) {
 
 #if GLOSSA_GEMV_X86
 // Inputs [k0, k1) of NB slabs of 64 outputs for M rows, in registers (one FMA chain per output),
-// continuing the partial sums in `part` ([M][NB * 64]; from zero with `fresh`). With `pf`, each
-// input also prefetches the next `pf_lines` cache lines from pf on into L2.
+// continuing the partial sums in `part` ([M][NB * 64]; from zero with `fresh`): 1 to 4 rows.
 // Not instrumented by the sanitizers (as oneDNN's JIT code, which it replaces, is not): with
 // their checks in this loop, the ASan+UBSan pass decoded 3x slower and python_batch ran past its
 // 420 s limit (126 s before the kernel took 5-32 rows; the address checks alone removed: 379 s).
@@ -76,7 +75,7 @@ void ApplyEltwise(Activation activation, float* y, int64_t n) {
 template <int M, int NB>
 __attribute__((target("avx512f"), no_sanitize("address", "undefined"))) void PartSums(
     const float* w, int64_t in, int64_t slab, int64_t k0, int64_t k1, const float* x, float* part,
-    bool fresh, const char* pf = nullptr, int pf_lines = 0) {
+    bool fresh) {
   __m512 acc[M][NB][4];
   for (int m = 0; m < M; ++m) {
     for (int b = 0; b < NB; ++b) {
@@ -87,9 +86,6 @@ __attribute__((target("avx512f"), no_sanitize("address", "undefined"))) void Par
     }
   }
   for (int64_t k = k0; k < k1; ++k) {
-    for (int i = 0; pf != nullptr && i < pf_lines; ++i) {
-      _mm_prefetch(pf + ((k - k0) * pf_lines + i) * 64, _MM_HINT_T1);
-    }
     for (int b = 0; b < NB; ++b) {
       const float* p = w + b * slab + k * kSlabCols;
       const __m512 w0 = _mm512_load_ps(p), w1 = _mm512_load_ps(p + 16),

@@ -236,10 +236,6 @@ inline void AddWeightedRows(const float* p, const float* const* rows, int n, int
   AddWeightedRowsPortable(p, rows, n, dim, out);
 }
 
-}  // namespace attention_internal
-
-namespace attention_internal {
-
 // f(rows, t0, n) for the keys [t0, t0 + n) in chunks of kChunkRows, rows[j] = row(t0 + j) + off.
 template <typename Row, typename F>
 void ForKeyChunks(int num_keys, Row row, int64_t off, F f) {
@@ -287,7 +283,9 @@ void HeadProbabilities(const float* q, int heads, int head_dim, int num_keys, Ke
         });
       });
     }
-    for (int h = 0; h < heads; ++h) ops::Softmax(scores + static_cast<int64_t>(h) * num_keys, num_keys);
+    for (int h = 0; h < heads; ++h) {
+      ops::Softmax(scores + static_cast<int64_t>(h) * num_keys, num_keys);
+    }
     return;
   }
 #endif

@@ -528,7 +528,8 @@ TEST(AttentionTest, HeadsOf64AsOneHeadAtATime) {
         }
       }
       for (int i = 0; i < d; ++i) {
-        ASSERT_EQ(Bits(out[i]), Bits(expected[i])) << "heads " << heads << " keys " << keys << " i " << i;
+        ASSERT_EQ(Bits(out[i]), Bits(expected[i]))
+            << "heads " << heads << " keys " << keys << " i " << i;
       }
     }
   }

@@ -228,28 +228,6 @@ INSTANTIATE_TEST_SUITE_P(
                       SmallRowsCase{768, 3072, Activation::kGeluTanh, true, false},
                       SmallRowsCase{512, 8037, Activation::kNone, false, false}));
 
-TEST(OpsTest, LayerNormMatchesReference) {
-  std::mt19937 rng(1);
-  for (int64_t dim : {1, 2, 7, 256, 1000}) {
-    const int64_t rows = 5;
-    auto x = Random(rows * dim, rng, 3.0f);
-    const auto g = Random(dim, rng), b = Random(dim, rng);
-    std::vector<double> expected(rows * dim);
-    for (int64_t r = 0; r < rows; ++r) {
-      double mean = 0, var = 0;
-      for (int64_t i = 0; i < dim; ++i) mean += x[r * dim + i];
-      mean /= dim;
-      for (int64_t i = 0; i < dim; ++i) var += (x[r * dim + i] - mean) * (x[r * dim + i] - mean);
-      var /= dim;
-      for (int64_t i = 0; i < dim; ++i) {
-        expected[r * dim + i] = (x[r * dim + i] - mean) / std::sqrt(var + 1e-5) * g[i] + b[i];
-      }
-    }
-    ops::LayerNorm(x.data(), rows, dim, g.data(), b.data(), 1e-5f);
-    ExpectClose(x, expected, 1e-5);
-  }
-}
-
 // The row kernels run twice: with AVX-512 (where the CPU has it) and portable.
 class RowKernelTest : public ::testing::TestWithParam<bool> {
  protected:
@@ -275,6 +253,51 @@ uint32_t Bits(float x) {
 // included: consecutive non-negative floats have consecutive bit patterns).
 int64_t UlpDistance(float a, float b) {
   return std::abs(static_cast<int64_t>(Bits(a)) - static_cast<int64_t>(Bits(b)));
+}
+
+TEST_P(RowKernelTest, LayerNormMatchesReference) {
+  std::mt19937 rng(1);
+  for (int64_t dim : {1, 2, 7, 256, 1000}) {
+    const int64_t rows = 5;
+    auto x = Random(rows * dim, rng, 3.0f);
+    const auto g = Random(dim, rng), b = Random(dim, rng);
+    std::vector<double> expected(rows * dim);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < dim; ++i) mean += x[r * dim + i];
+      mean /= dim;
+      for (int64_t i = 0; i < dim; ++i) var += (x[r * dim + i] - mean) * (x[r * dim + i] - mean);
+      var /= dim;
+      for (int64_t i = 0; i < dim; ++i) {
+        expected[r * dim + i] = (x[r * dim + i] - mean) / std::sqrt(var + 1e-5) * g[i] + b[i];
+      }
+    }
+    ops::LayerNorm(x.data(), rows, dim, g.data(), b.data(), 1e-5f);
+    ExpectClose(x, expected, 1e-5);
+  }
+}
+
+// The two kernels sum in the same 64 lanes and the same pairwise order: identical bits, so a
+// translation does not depend on whether the CPU has AVX-512.
+TEST(OpsTest, LayerNormKernelsAgreeBitForBit) {
+  if (!ops::internal::CpuHasAvx512F()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const bool saved = ops::internal::Avx512Enabled();
+  std::mt19937 rng(7);
+  for (int64_t dim : {1, 7, 16, 63, 64, 65, 256, 1000, 1024}) {
+    const int64_t rows = 3;
+    const auto x = Random(rows * dim, rng, 4.0f), g = Random(dim, rng), b = Random(dim, rng);
+    auto portable = x, avx512 = x;
+    for (float& v : portable) v += 10.0f;  // a mean far from 0 makes the variance's order matter
+    for (float& v : avx512) v += 10.0f;
+    ops::internal::SetAvx512Enabled(false);
+    ops::LayerNorm(portable.data(), rows, dim, g.data(), b.data(), 1e-5f);
+    ops::internal::SetAvx512Enabled(true);
+    ops::LayerNorm(avx512.data(), rows, dim, g.data(), b.data(), 1e-5f);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(Bits(portable[i]), Bits(avx512[i])) << "dim " << dim << " element " << i;
+    }
+  }
+  ops::internal::SetAvx512Enabled(saved);
 }
 
 // Every 97th float in [-120, -1e-6] and [1e-6, 100] (about 4.6 million values; exp's result spans

@@ -3,10 +3,14 @@
 // spells (its speed moves by up to ~1.8x within minutes) hit both alike. Prints one JSON object:
 // the median step time of each and the median of the per-round ratios oneDNN / kernel.
 //   gemv-paired [--shape demo|base|big] [--part step|layers|proj] [--rows 32] [--rounds 20]
+//   gemv-paired --matrix 256x1024 [--copies 1] ...: COPIES distinct matrices of that size instead
+//   (one copy: its weights stay in L2 from round to round; 15 copies of 1 MB: each round reads
+//   them from L3, as a decoder step does).
 // Run with OMP_NUM_THREADS=1, as the engine runs one OpenMP thread per worker. Rows above
 // gemv::kMaxRows run oneDNN in both arms (the ratio is then ~1). A tool, not a test.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -29,6 +33,10 @@ ABSL_FLAG(std::string, shape, "demo",
 ABSL_FLAG(std::string, part, "step",
           "step: every matrix of one decoder step; layers: the layers' matrices only; proj: the "
           "output projection only");
+ABSL_FLAG(std::string, matrix, "",
+          "INxOUT (e.g. 256x1024): --copies distinct matrices of this size instead of --shape and "
+          "--part");
+ABSL_FLAG(int, copies, 1, "With --matrix: how many distinct matrices, run one after another");
 ABSL_FLAG(int, rows, 32, "Rows per product (batch x beams)");
 ABSL_FLAG(int, rounds, 20, "Timed rounds; each runs the kernel and oneDNN, in alternating order");
 
@@ -49,7 +57,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ops/gemv.h's kernel against oneDNN on one decoder step's matrices, alternating, one "
       "process; prints JSON.\n  gemv-paired [--shape demo|base|big] [--part step|layers|proj] "
-      "[--rows 32] [--rounds 20]");
+      "[--rows 32] [--rounds 20]\n  gemv-paired --matrix INxOUT [--copies N] [--rows 32] "
+      "[--rounds 20]");
   absl::ParseCommandLine(argc, argv);
   const std::string shape_name = absl::GetFlag(FLAGS_shape), part = absl::GetFlag(FLAGS_part);
   const int rows = absl::GetFlag(FLAGS_rows), rounds = absl::GetFlag(FLAGS_rounds);
@@ -71,14 +80,26 @@ int main(int argc, char** argv) {
   }
   // Per layer: self-attention q, k, v, out and cross-attention q, out (d x d), then the FFN.
   std::vector<std::pair<int64_t, int64_t>> dims;
-  if (part != "proj") {
+  const std::string matrix = absl::GetFlag(FLAGS_matrix);
+  const int copies = absl::GetFlag(FLAGS_copies);
+  if (!matrix.empty()) {
+    long in = 0, out = 0;
+    char x = 0, extra = 0;
+    if (std::sscanf(matrix.c_str(), "%ld%c%ld%c", &in, &x, &out, &extra) != 3 || x != 'x' ||
+        in < 1 || out < 1 || in * out > (int64_t{1} << 28) || copies < 1 || copies > 1000) {
+      std::cerr << "gemv-paired: --matrix must be INxOUT (at most 2^28 weights); --copies 1..1000\n";
+      return 2;
+    }
+    dims.assign(copies, {in, out});
+    shape = {std::max<int64_t>(in, out), 0, out};  // sizes the input and output buffers
+  } else if (part != "proj") {
     for (int64_t l = 0; l < shape.layers; ++l) {
       for (int i = 0; i < 6; ++i) dims.push_back({shape.d, shape.d});
       dims.push_back({shape.d, 4 * shape.d});
       dims.push_back({4 * shape.d, shape.d});
     }
   }
-  if (part != "layers") dims.push_back({shape.d, shape.vocab});
+  if (matrix.empty() && part != "layers") dims.push_back({shape.d, shape.vocab});
 
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-0.1f, 0.1f);
@@ -115,7 +136,9 @@ int main(int argc, char** argv) {
   const double k = Median(kernel), o = Median(onednn);
   const nlohmann::ordered_json report{
       {"shape", shape_name},
-      {"part", part},
+      {"part", matrix.empty() ? part : "matrix"},
+      {"matrix", matrix},
+      {"copies", matrix.empty() ? 0 : copies},
       {"rows", rows},
       {"rounds", rounds},
       {"kernel_ms", Round(k * 1e3, 3)},

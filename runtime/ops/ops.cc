@@ -169,8 +169,8 @@ GLOSSA_AVX512 void LayerNormRowAvx512(float* row, int64_t dim, const float* gamm
   for (int64_t i = 0; i < dim; i += 16) {
     const __mmask16 mask = LaneMask(dim - i);
     const __m512 n = Mul(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, row + i), vmean), inv);
-    const __m512 y =
-        _mm512_add_ps(Mul(n, _mm512_maskz_loadu_ps(mask, gamma + i)), _mm512_maskz_loadu_ps(mask, beta + i));
+    const __m512 g = Mul(n, _mm512_maskz_loadu_ps(mask, gamma + i));
+    const __m512 y = _mm512_add_ps(g, _mm512_maskz_loadu_ps(mask, beta + i));
     _mm512_mask_storeu_ps(row + i, mask, y);
   }
 }

@@ -78,7 +78,6 @@ int main(int argc, char** argv) {
     std::cerr << "gemv-paired: --part must be step, layers or proj; --rows 1..4096; --rounds >= 1\n";
     return 2;
   }
-  // Per layer: self-attention q, k, v, out and cross-attention q, out (d x d), then the FFN.
   std::vector<std::pair<int64_t, int64_t>> dims;
   const std::string matrix = absl::GetFlag(FLAGS_matrix);
   const int copies = absl::GetFlag(FLAGS_copies);
@@ -86,13 +85,16 @@ int main(int argc, char** argv) {
     long in = 0, out = 0;
     char x = 0, extra = 0;
     if (std::sscanf(matrix.c_str(), "%ld%c%ld%c", &in, &x, &out, &extra) != 3 || x != 'x' ||
-        in < 1 || out < 1 || in * out > (int64_t{1} << 28) || copies < 1 || copies > 1000) {
-      std::cerr << "gemv-paired: --matrix must be INxOUT (at most 2^28 weights); --copies 1..1000\n";
+        in < 1 || out < 1 || copies < 1 || copies > 1000 ||
+        in * out * copies > (int64_t{1} << 28)) {
+      std::cerr << "gemv-paired: --matrix must be INxOUT, --copies 1..1000, at most 2^28 "
+                   "weights in all\n";
       return 2;
     }
     dims.assign(copies, {in, out});
     shape = {std::max<int64_t>(in, out), 0, out};  // sizes the input and output buffers
   } else if (part != "proj") {
+    // Per layer: self-attention q, k, v, out and cross-attention q, out (d x d), then the FFN.
     for (int64_t l = 0; l < shape.layers; ++l) {
       for (int i = 0; i < 6; ++i) dims.push_back({shape.d, shape.d});
       dims.push_back({shape.d, 4 * shape.d});

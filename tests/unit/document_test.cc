@@ -53,9 +53,9 @@ TEST(DocumentTest, KeepsTheWhitespaceAroundSentences) {
 
   // Join: sentence k's hypotheses in the text's places; n-best by position.
   std::vector<Translation> sentences(3);
-  sentences[0].hypotheses = {{"One.", -1.0f, {1}}, {"1.", -2.0f, {2}}};
-  sentences[1].hypotheses = {{"Two.", -1.5f, {3}}};
-  sentences[2].hypotheses = {{"Three.", -0.5f, {4}}, {"3.", -3.0f, {5}}};
+  sentences[0].hypotheses = {{"One.", -1.0f, {1}, {}}, {"1.", -2.0f, {2}, {}}};
+  sentences[1].hypotheses = {{"Two.", -1.5f, {3}, {}}};
+  sentences[2].hypotheses = {{"Three.", -0.5f, {4}, {}}, {"3.", -3.0f, {5}, {}}};
   const std::vector<Translation> joined = JoinDocuments(*documents, sentences);
   ASSERT_EQ(joined.size(), 3u);
   ASSERT_EQ(joined[0].hypotheses.size(), 2u);

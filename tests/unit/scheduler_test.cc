@@ -253,7 +253,9 @@ TEST_F(SchedulerTest, WithoutAReserveBatchWorkWaitsForIdleCapacity) {
   EXPECT_EQ(engine.stats().queued_by_lane[1], 2);
   while (!interactive.done) {
     ASSERT_TRUE(engine.RunOnce());
-    if (engine.stats().queued_by_lane[0] > 0) EXPECT_EQ(engine.stats().active_by_lane[1], 0);
+    if (engine.stats().queued_by_lane[0] > 0) {
+      EXPECT_EQ(engine.stats().active_by_lane[1], 0);
+    }
   }
   while (engine.RunOnce()) {
   }

@@ -10,8 +10,8 @@
 // gemv::kMaxRows run oneDNN in both arms (the ratio is then ~1). A tool, not a test.
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   using glossa::bench::Round;
   const double k = Median(kernel), o = Median(onednn);
   const nlohmann::ordered_json report{
-      {"shape", shape_name},
+      {"shape", matrix.empty() ? shape_name : ""},
       {"part", matrix.empty() ? part : "matrix"},
       {"matrix", matrix},
       {"copies", matrix.empty() ? 0 : copies},

@@ -278,7 +278,7 @@ TEST_P(RowKernelTest, LayerNormMatchesReference) {
 }
 
 // The two kernels sum in the same 64 lanes and the same pairwise order: identical bits, so a
-// translation does not depend on whether the CPU has AVX-512.
+// layer norm's result does not depend on whether the CPU has AVX-512.
 TEST(OpsTest, LayerNormKernelsAgreeBitForBit) {
   if (!ops::internal::CpuHasAvx512F()) GTEST_SKIP() << "no AVX-512 on this CPU";
   const bool saved = ops::internal::Avx512Enabled();

@@ -103,8 +103,17 @@ void Search::BanRepeatedNgrams(const Beam& beam, float* row) const {
   }
 }
 
-void Search::Advance(float* logits) {
+ops::ArgMaxLogSumExp Search::RowStats(int beam, const float* row) const {
+  return stats_ != nullptr ? stats_[beam] : ops::ComputeArgMaxLogSumExp(row, vocab_.vocab_size);
+}
+
+ops::LogSumExp Search::RowLse(int beam, const float* row) const {
+  return stats_ != nullptr ? stats_[beam].lse : ops::ComputeLogSumExp(row, vocab_.vocab_size);
+}
+
+void Search::Advance(float* logits, const ops::ArgMaxLogSumExp* stats) {
   if (done_) return;
+  stats_ = stats;
   if (ForcedBosStep()) {
     AdvanceForcedBos(logits);
   } else if (step_ < prefix_length()) {
@@ -114,6 +123,7 @@ void Search::Advance(float* logits) {
   } else {
     AdvanceBeam(logits);
   }
+  stats_ = nullptr;
   if (!done_) PrepareNextStep();
 }
 
@@ -121,7 +131,7 @@ void Search::AdvancePrefix(float* row) {
   Beam& beam = beams_[0];
   const int token = options_.prefix[step_];
   if (options_.token_scores) {
-    const ops::LogSumExp lse = ops::ComputeLogSumExp(row, vocab_.vocab_size);
+    const ops::LogSumExp lse = RowLse(0, row);
     beam.token_scores.push_back((row[token] - lse.max) - lse.log_sum);
   }
   beam.tokens.push_back(token);
@@ -132,7 +142,7 @@ void Search::AdvanceForcedBos(const float* row) {
   Beam& beam = beams_[0];
   const int token = options_.forced_bos_id;
   if (options_.token_scores) {  // the model's own log-probability of the forced token
-    const ops::LogSumExp lse = ops::ComputeLogSumExp(row, vocab_.vocab_size);
+    const ops::LogSumExp lse = RowLse(0, row);
     beam.token_scores.push_back((row[token] - lse.max) - lse.log_sum);
   }
   beam.tokens.push_back(token);
@@ -156,7 +166,7 @@ void Search::AdvanceGreedy(float* row) {
   if (!forced && !sampling && !controls) {
     // The usual step, fused: the argmax of the raw logits is that of the processed ones unless
     // it is a banned id.
-    const ops::ArgMaxLogSumExp r = ops::ComputeArgMaxLogSumExp(row, v);
+    const ops::ArgMaxLogSumExp r = RowStats(0, row);
     lse = r.lse;
     token = static_cast<int>(r.index);
     if (Banned(token)) {
@@ -166,7 +176,7 @@ void Search::AdvanceGreedy(float* row) {
     logit = row[token];
   } else {
     // Processors and sampling rewrite the row; the score needs the raw logit.
-    lse = ops::ComputeLogSumExp(row, v);
+    lse = RowLse(0, row);
     const bool keep_raw = controls || sampling;  // else only the forced EOS can be chosen
     if (keep_raw) std::copy(row, row + v, raw_rows_.begin());
     const float forced_raw = forced ? row[vocab_.forced_eos_id] : 0.0f;
@@ -175,6 +185,10 @@ void Search::AdvanceGreedy(float* row) {
     token = sampling ? Sample(row) : static_cast<int>(ops::ArgMax(row, v));
     logit = keep_raw ? raw_rows_[token] : forced_raw;
   }
+  TakeGreedyToken(token, logit, lse, forced);
+}
+
+void Search::TakeGreedyToken(int token, float logit, ops::LogSumExp lse, bool forced) {
   Beam& beam = beams_[0];
   const float logprob = (logit - lse.max) - lse.log_sum;
   beam.score += forced ? 0.0f : logprob;
@@ -185,6 +199,93 @@ void Search::AdvanceGreedy(float* row) {
     AddFinished(beam, -1, 0.0f, beam.score, 0);
     done_ = true;
   }
+}
+
+// The ids the processors set to -inf at this step without reading the row: the banned ids and,
+// before min_new_tokens, EOS.
+bool Search::BannedNow(int id) const {
+  return Banned(id) || (id == vocab_.eos_id && new_tokens() < options_.min_new_tokens);
+}
+
+int Search::SummaryTopK() const {
+  if (done_ || ForcedBosStep() || step_ < prefix_length() || ForcedStep() ||
+      options_.sampling.temperature > 0.0f || options_.repetition_penalty != 1.0f ||
+      options_.no_repeat_ngram_size > 0 || options_.token_scores) {
+    return -1;
+  }
+  const int banned =
+      static_cast<int>(vocab_.banned_ids.size()) + (new_tokens() < options_.min_new_tokens ? 1 : 0);
+  // Greedy needs no list while EOS is allowed: the argmax decides unless it is banned.
+  if (options_.beam_size == 1) {
+    return banned > static_cast<int>(vocab_.banned_ids.size()) ? 1 + banned : 0;
+  }
+  const int k = 2 * options_.beam_size + kSummarySlack + banned;
+  return k <= kMaxSummaryTopK ? k : -1;
+}
+
+bool Search::AdvanceFromSummary(const ops::ArgMaxLogSumExp* stats, const ops::ScoredId* top,
+                                const int* top_count, int top_k) {
+  if (!SummaryDecides(stats, top, top_count, top_k)) return false;
+  if (options_.beam_size == 1) {
+    TakeGreedyToken(summary_token_, summary_logit_, stats[0].lse, /*forced=*/false);
+  } else {
+    FinishBeamStep();
+  }
+  if (!done_) PrepareNextStep();
+  return true;
+}
+
+// Greedy: the row's argmax, unless it is banned (then the processed row's argmax is another);
+// while EOS is banned too, the first id of the top list that is not.
+// Beam: each beam's top_ from its top list without the banned ids: of its
+// k + kSummarySlack largest logits (k = 2 * beams), the scores, sorted (higher score first, then
+// lower id), the first k. Scores rise with the logit, so no logit outside the list scores above
+// the list's lowest score; the k chosen are exact unless the k-th's score equals that lowest one
+// (a tie the list cannot settle). A row with a NaN or an infinity (a NaN normaliser or max), or
+// too few values, is undecided.
+bool Search::SummaryDecides(const ops::ArgMaxLogSumExp* stats, const ops::ScoredId* top,
+                            const int* top_count, int top_k) {
+  const int per_beam = options_.beam_size == 1 ? 1 : 2 * options_.beam_size;
+  for (int b = 0; b < active_; ++b) {
+    const ops::LogSumExp lse = stats[b].lse;
+    if (!std::isfinite(lse.max) || !std::isfinite(lse.log_sum)) return false;
+    const ops::ScoredId* list = top + static_cast<int64_t>(b) * top_k;
+    if (options_.beam_size == 1 && top_k == 0) {
+      // lse.max is finite: the argmax's value, not a NaN's.
+      summary_token_ = static_cast<int>(stats[0].index);
+      summary_logit_ = lse.max;
+      return !BannedNow(summary_token_);
+    }
+    if (options_.beam_size == 1) {  // the first id of the list not banned
+      for (int i = 0; i < top_count[0]; ++i) {
+        if (BannedNow(list[i].id)) continue;
+        summary_token_ = list[i].id;
+        summary_logit_ = list[i].score;
+        return true;
+      }
+      return false;
+    }
+    ops::ScoredId* mine = top_.data() + b * per_beam;
+    ops::ScoredId kept[kMaxSummaryTopK];
+    int count = 0;
+    for (int i = 0; i < top_count[b] && count < per_beam + kSummarySlack; ++i) {
+      if (BannedNow(list[i].id)) continue;
+      kept[count++] = list[i];
+    }
+    if (count < per_beam + kSummarySlack) return false;
+    const float offset = beams_[b].score;
+    for (int i = 0; i < count; ++i) {
+      kept[i].score = ((kept[i].score - lse.max) - lse.log_sum) + offset;
+    }
+    // Ids are distinct: a total order, so std::sort (which allocates nothing) is stable here.
+    std::sort(kept, kept + count, [](const ops::ScoredId& a, const ops::ScoredId& c) {
+      return a.score > c.score || (a.score == c.score && a.id < c.id);
+    });
+    if (kept[per_beam - 1].score == kept[count - 1].score) return false;
+    std::copy(kept, kept + per_beam, mine);
+    top_count_[b] = per_beam;
+  }
+  return true;
 }
 
 int Search::Sample(float* row) {
@@ -253,7 +354,7 @@ void Search::AdvanceBeam(float* logits) {
     // but 0 at EOS and the normaliser is not applied: lse = {0, 0} keeps x exactly.
     ops::LogSumExp lse;
     if (options_.token_scores) {
-      raw_lse_[b] = ops::ComputeLogSumExp(row, v);
+      raw_lse_[b] = RowLse(b, row);
       std::copy(row, row + v, raw_rows_.begin() + static_cast<int64_t>(b) * v);
     }
     if (forced) {
@@ -261,7 +362,7 @@ void Search::AdvanceBeam(float* logits) {
       row[vocab_.forced_eos_id] = 0.0f;
     } else {
       // The same normaliser as the raw row's (computed above when token scores are wanted).
-      lse = options_.token_scores ? raw_lse_[b] : ops::ComputeLogSumExp(row, v);
+      lse = options_.token_scores ? raw_lse_[b] : RowLse(b, row);
       if (options_.repetition_penalty != 1.0f) {
         // The penalty scales log-probabilities: write them out (the same float operations as
         // TopKLogProbs), then lse = {0, 0} keeps them exactly.
@@ -274,6 +375,13 @@ void Search::AdvanceBeam(float* logits) {
     top_count_[b] =
         ops::TopKLogProbs(row, v, lse, beams_[b].score, per_beam, top_.data() + b * per_beam);
   }
+  FinishBeamStep();
+}
+
+void Search::FinishBeamStep() {
+  const int beams = options_.beam_size;
+  const int v = vocab_.vocab_size;
+  const int per_beam = 2 * beams;
   MergeCandidates(per_beam);
 
   const int generated_len = new_tokens() + 1;  // once this step's token is added

@@ -107,8 +107,25 @@ class Search {
   // [step() + 1] cache slot of each position of this beam's history; the last is `beam`.
   const int* ancestry(int beam) const { return beams_[beam].ancestry.data(); }
 
-  // Consumes this step's logits, [active_beams(), vocab_size], overwritten as scratch.
-  void Advance(float* logits);
+  // Consumes this step's logits, [active_beams(), vocab_size], overwritten as scratch. `stats`,
+  // when given, holds each row's ops::ComputeArgMaxLogSumExp (computed by the caller while the
+  // logits were in cache), so that the search need not read the rows for it.
+  void Advance(float* logits, const ops::ArgMaxLogSumExp* stats = nullptr);
+
+  // The step from summaries of the logits instead of the rows (Decoder::Step's LogitsSummary):
+  // SummaryTopK() is how many of each row's largest logits this step needs (0: greedy, the
+  // argmax suffices), -1 when it needs the rows themselves (prefix and forced steps, sampling,
+  // a repetition penalty, no-repeat n-grams, token scores).
+  // AdvanceFromSummary takes each active beam's ComputeArgMaxLogSumExp (stats) and top list
+  // (top[b * top_k ...], top_count[b] entries; top_k >= SummaryTopK() >= 0) and advances exactly as
+  // Advance would on the rows; it returns false, having changed nothing, when the summaries
+  // cannot decide the step (a rounding tie at the edge of the top list, non-finite logits):
+  // then call Advance with the rows.
+  static constexpr int kMaxSummaryTopK = 48;
+  static constexpr int kSummarySlack = 4;  // top-list entries beyond the 2 * beams needed
+  int SummaryTopK() const;
+  bool AdvanceFromSummary(const ops::ArgMaxLogSumExp* stats, const ops::ScoredId* top,
+                          const int* top_count, int top_k);
 
   // Tokens every possible final result starts with: the common prefix of the running beams and
   // the finished hypotheses (for greedy, all tokens so far). Streaming sends these.
@@ -145,7 +162,11 @@ class Search {
   bool ForcedBosStep() const { return options_.forced_bos_id >= 0 && step_ == 0; }
   // Step 0 with a forced first token: the one hypothesis takes it at no cost.
   void AdvanceForcedBos(const float* row);
+  // Row `beam`'s ComputeArgMaxLogSumExp: the caller's (Advance's stats) or computed now.
+  ops::ArgMaxLogSumExp RowStats(int beam, const float* row) const;
+  ops::LogSumExp RowLse(int beam, const float* row) const;
   bool Banned(int id) const;
+  bool BannedNow(int id) const;
   void ApplyProcessors(float* row) const;
   // The decoding controls on one beam's row (raw logits, or log-probabilities for beam search).
   void ApplyControls(int beam, float* row);
@@ -153,6 +174,15 @@ class Search {
   // The token of a prefix step: the same for the single running beam.
   void AdvancePrefix(float* row);
   void AdvanceGreedy(float* logits);
+  // Appends the greedy token (logit: its raw logit; forced: the forced EOS, scored 0).
+  void TakeGreedyToken(int token, float logit, ops::LogSumExp lse, bool forced);
+  // AdvanceFromSummary's test: fills top_ / top_count_ (beam) or summary_token_ (greedy) and
+  // returns true when the summaries decide the step.
+  bool SummaryDecides(const ops::ArgMaxLogSumExp* stats, const ops::ScoredId* top,
+                      const int* top_count, int top_k);
+  // Beam search's step once top_ holds each beam's best: candidates, finished hypotheses, the
+  // next beams.
+  void FinishBeamStep();
   // Picks a token from the processed logits of the single beam by sampling.
   int Sample(float* row);
   void AdvanceBeam(float* logits);
@@ -173,7 +203,10 @@ class Search {
   // beam_size entries each; the first active_ of beams_ are the running hypotheses.
   std::vector<Beam> beams_, next_beams_;
   int active_ = 1;
-  std::vector<ops::ScoredId> top_;  // [beam_size][2·beam_size]: each beam's best this step
+  const ops::ArgMaxLogSumExp* stats_ = nullptr;  // Advance's, during the call
+  int summary_token_ = 0;                        // SummaryDecides' greedy token
+  float summary_logit_ = 0.0f;
+  std::vector<ops::ScoredId> top_;          // [beam_size][2·beam_size]: each beam's best this step
   std::vector<int> top_count_, merge_pos_;  // [beam_size]
   std::vector<Candidate> candidates_;
   std::mt19937_64 rng_;

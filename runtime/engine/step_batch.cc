@@ -1,5 +1,7 @@
 #include "engine/step_batch.h"
 
+#include <algorithm>
+
 #include "util/status_macros.h"
 
 namespace glossa {
@@ -39,13 +41,33 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
     }
   }
   const int64_t vocab = model_.config().target_vocab_size;
-  if (static_cast<int64_t>(logits_.size()) < static_cast<int64_t>(rows_.size()) * vocab) {
-    logits_.resize(rows_.size() * vocab);
-  }
+  const size_t n = rows_.size();
+  if (logits_.size() < n * vocab) logits_.resize(n * vocab);
   if (rows_.empty()) return absl::OkStatus();
-  model_.decoder().Step(rows_, scratch_, logits_.data());
+  // Each search's rows are summarised as the output projection produces them (the normaliser,
+  // the argmax and the top list); only the rows of searches that need them are written out.
+  int top_k = 0;
+  top_k_.clear();
+  write_.clear();
+  for (const auto& g : groups_) {
+    if (g->paused) continue;
+    const int k = g->search.SummaryTopK();
+    top_k = std::max(top_k, k);
+    top_k_.push_back(k);
+    write_.insert(write_.end(), g->search.active_beams(), k < 0 ? 1 : 0);
+  }
+  if (stats_.size() < n) stats_.resize(n);
+  if (top_count_.size() < n) top_count_.resize(n);
+  if (top_.size() < n * top_k) top_.resize(n * top_k);
+  LogitsSummary summary;
+  summary.stats = stats_.data();
+  summary.top_k = top_k;
+  summary.top = top_.data();
+  summary.top_count = top_count_.data();
+  summary.write = write_.data();
+  model_.decoder().Step(rows_, scratch_, logits_.data(), &summary);
   int64_t offset = 0;
-  size_t kept = 0;
+  size_t kept = 0, stepped = 0;
   for (size_t i = 0; i < groups_.size(); ++i) {
     auto& g = groups_[i];
     if (g->paused) {
@@ -53,7 +75,18 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
       continue;
     }
     const int beams = g->search.active_beams();
-    g->search.Advance(logits_.data() + offset * vocab);
+    float* logits = logits_.data() + offset * vocab;
+    const bool summarised =
+        top_k_[stepped++] >= 0 &&
+        g->search.AdvanceFromSummary(stats_.data() + offset, top_.data() + offset * top_k,
+                                     top_count_.data() + offset, top_k);
+    if (!summarised) {
+      for (int b = 0; b < beams; ++b) {
+        if (write_[offset + b] == 0)
+          model_.decoder().RowLogits(scratch_, offset + b, logits + b * vocab);
+      }
+      g->search.Advance(logits, stats_.data() + offset);
+    }
     offset += beams;
     if (g->search.done()) {
       finished->push_back(std::move(g));

@@ -67,7 +67,12 @@ class StepBatch {
   std::vector<std::unique_ptr<SequenceGroup>> groups_;
   std::vector<DecoderRow> rows_;
   DecoderScratch scratch_;
-  std::vector<float> logits_;
+  std::vector<float> logits_;  // rows the summaries cannot stand for
+  // Decoder::Step's LogitsSummary, per row; top_k_ per stepped search.
+  std::vector<ops::ArgMaxLogSumExp> stats_;
+  std::vector<ops::ScoredId> top_;
+  std::vector<int> top_count_, top_k_;
+  std::vector<uint8_t> write_;
 };
 
 }  // namespace glossa

@@ -74,7 +74,8 @@ void Decoder::CrossAttention(const DecoderLayerWeights& layer, int index,
   }
 }
 
-void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float* logits) const {
+void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float* logits,
+                   const LogitsSummary* summary) const {
   const int64_t n = static_cast<int64_t>(rows.size()), d = config_.d_model;
   if (n == 0) return;
   int max_keys = 1;
@@ -122,7 +123,40 @@ void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float
     if (!pre) norm(layer.final_norm, x);
   }
   if (config_.final_layer_norm) norm(weights_.decoder.final_norm, x);
-  weights_.lm_head->Forward(x, n, logits);
+  if (summary == nullptr) return weights_.lm_head->Forward(x, n, logits);
+  Summarize(x, n, logits, *summary, s);
+}
+
+void Decoder::Summarize(const float* x, int64_t n, float* logits, const LogitsSummary& summary,
+                        DecoderScratch& s) const {
+  static_assert(Linear::kColumnBlock == ops::kSoftmaxBlock);
+  const int64_t vocab = weights_.lm_head->out();
+  const int k = summary.top_k;
+  s.softmax.assign(n, ops::SoftmaxAccumulator());  // within capacity once warm
+  if (k > 0) std::fill(summary.top_count, summary.top_count + n, 0);
+  weights_.lm_head->ForwardInColumnBlocks(
+      x, n, logits,
+      [&](int64_t first_row, int64_t piece_rows, int64_t first_col, int64_t cols,
+          const float* block, int64_t stride) {
+        for (int64_t i = 0; i < piece_rows; ++i) {
+          const int64_t r = first_row + i;
+          const float* values = block + i * stride;
+          s.softmax[r].Add(ops::ComputeBlockStats(values, cols));
+          if (k > 0) {
+            summary.top_count[r] = ops::UpdateTopK(values, cols, static_cast<int32_t>(first_col), k,
+                                                   summary.top + r * k, summary.top_count[r]);
+          }
+          float* to = logits + r * vocab + first_col;
+          if ((summary.write == nullptr || summary.write[r] != 0) && to != values) {
+            std::memcpy(to, values, cols * sizeof(float));
+          }
+        }
+      });
+  for (int64_t r = 0; r < n; ++r) summary.stats[r] = s.softmax[r].Result();
+}
+
+void Decoder::RowLogits(const DecoderScratch& s, int64_t row, float* out) const {
+  weights_.lm_head->Forward(s.x.data() + row * config_.d_model, 1, out);
 }
 
 }  // namespace glossa

@@ -4,12 +4,14 @@
 #ifndef GLOSSA_RUNTIME_LAYERS_DECODER_H_
 #define GLOSSA_RUNTIME_LAYERS_DECODER_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "layers/encoder.h"
 #include "layers/kv_cache.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "ops/ops.h"
 
 namespace glossa {
 
@@ -29,6 +31,17 @@ struct DecoderRow {
 struct DecoderScratch {
   std::vector<int> ids, positions;
   std::vector<float> x, h, q, k, v, a, ffn, scores;
+  std::vector<ops::SoftmaxAccumulator> softmax;
+};
+
+// What Step derives from each row's logits while they are in cache. Arrays have one entry per
+// row (top: top_k per row).
+struct LogitsSummary {
+  ops::ArgMaxLogSumExp* stats = nullptr;  // ops::ComputeArgMaxLogSumExp of the row
+  int top_k = 0;                          // with top_k > 0, the row's top_k largest logits
+  ops::ScoredId* top = nullptr;           // (ops::UpdateTopK's list: raw logits, ids)
+  int* top_count = nullptr;
+  const uint8_t* write = nullptr;  // non-zero: write the row's logits (null: every row)
 };
 
 class Decoder {
@@ -39,8 +52,15 @@ class Decoder {
   void PrecomputeCrossKv(EncodedBatch& batch) const;
 
   // One step for every row: writes each row's K/V into its cache and the next-token logits
-  // (final_logits_bias included) into logits[rows.size(), target_vocab_size].
-  void Step(const std::vector<DecoderRow>& rows, DecoderScratch& scratch, float* logits) const;
+  // (final_logits_bias included) into logits[rows.size(), target_vocab_size]. With a summary,
+  // Step also fills it as the output projection produces the logits block by block
+  // (Linear::ForwardInColumnBlocks), from cache, and writes out only the rows it marks.
+  void Step(const std::vector<DecoderRow>& rows, DecoderScratch& scratch, float* logits,
+            const LogitsSummary* summary = nullptr) const;
+
+  // One row's logits of the last Step on this scratch again, bit for bit, into
+  // out[target_vocab_size] (for a row the summary could not decide).
+  void RowLogits(const DecoderScratch& scratch, int64_t row, float* out) const;
 
  private:
   void SelfAttention(const DecoderLayerWeights& layer, int index,
@@ -49,6 +69,10 @@ class Decoder {
   void CrossAttention(const DecoderLayerWeights& layer, int index,
                       const std::vector<DecoderRow>& rows, const float* in,
                       DecoderScratch& s) const;
+
+  // The output projection of x[n, d_model] in column blocks, filling `summary`.
+  void Summarize(const float* x, int64_t n, float* logits, const LogitsSummary& summary,
+                 DecoderScratch& s) const;
 
   const ModelConfig& config_;
   const ModelWeights& weights_;

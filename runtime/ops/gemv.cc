@@ -29,7 +29,6 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-constexpr int64_t kSlabCols = 64;  // output columns per slab of the packed layout
 constexpr int64_t kBlockIn = 16;   // inputs per block of the packed layout
 
 // oneDNN's eltwise for the activations it applies as post-ops other than relu, run on y after

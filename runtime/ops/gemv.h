@@ -36,6 +36,7 @@
 namespace glossa::gemv {
 
 constexpr int64_t kMaxRows = 32;
+constexpr int64_t kSlabCols = 64;  // output columns per slab of the packed layout
 
 // Floats between consecutive 64-column slabs when `packed` (the weights {in, out}) has the
 // layout this kernel reads — blocks of 16 inputs x 64 outputs, inputs fastest across blocks

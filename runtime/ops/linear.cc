@@ -129,6 +129,7 @@ class ThreadMemories {
   float* RowScales(int64_t n) { return Grow(row_scales_, n); }
   int32_t* ZeroPoints(int64_t n) { return Grow(zero_points_, n); }
   int32_t* Accumulators(int64_t n) { return Grow(accumulators_, n); }
+  float* BlockOutput(int64_t n) { return Grow(block_output_, n); }
 
   // This thread's scratchpad, at least `bytes` long (bytes > 0).
   dnnl_memory_t Scratchpad(int64_t bytes) {
@@ -157,6 +158,7 @@ class ThreadMemories {
   std::vector<float> row_scales_;
   std::vector<int32_t> zero_points_;
   std::vector<int32_t> accumulators_;
+  std::vector<float> block_output_;
 };
 
 }  // namespace
@@ -382,17 +384,23 @@ Linear::Linear(Linear&& other) noexcept
       gemv_chunk_{other.gemv_chunk_[0].load(), other.gemv_chunk_[1].load()},
       plain_weight_mem_(std::move(other.plain_weight_mem_)),
       packed_weight_mem_(std::move(other.packed_weight_mem_)),
-      bias_mem_(std::move(other.bias_mem_)) {
+      bias_mem_(std::move(other.bias_mem_)),
+      block_weights_(std::move(other.block_weights_)),
+      block_bias_(std::move(other.block_bias_)) {
   // The primitives point at the weight memory objects, which moved with their handles intact.
   absl::MutexLock lock(&other.create_mu_);
   for (size_t i = 0; i < primitives_.size(); ++i) {
     primitives_[i].store(other.primitives_[i].exchange(nullptr, std::memory_order_acq_rel),
                          std::memory_order_release);
+    block_primitives_[i].store(
+        other.block_primitives_[i].exchange(nullptr, std::memory_order_acq_rel),
+        std::memory_order_release);
   }
 }
 
 Linear::~Linear() {
   for (auto& p : primitives_) delete p.load(std::memory_order_acquire);
+  for (auto& p : block_primitives_) delete p.load(std::memory_order_acquire);
 }
 
 const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) const {
@@ -438,6 +446,117 @@ void Linear::Forward(const float* x, int64_t rows, float* y, bool accumulate) co
   }
 }
 
+const Linear::Primitive* Linear::GetBlockPrimitive(int64_t rows, bool last) const {
+  std::atomic<Primitive*>& slot = block_primitives_[Slot(rows, last)];
+  const Primitive* p = slot.load(std::memory_order_acquire);
+  if (p != nullptr) return p->matmul ? p : nullptr;
+
+  absl::MutexLock lock(&create_mu_);
+  p = slot.load(std::memory_order_acquire);
+  if (p != nullptr) return p->matmul ? p : nullptr;
+  const int64_t blocks = (out_ + kColumnBlock - 1) / kColumnBlock;
+  const int64_t cols = last ? out_ - (blocks - 1) * kColumnBlock : kColumnBlock;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // as GetPrimitive
+  const memory::desc src = RowMajor(rows, in_), bias({1, cols}, dt::f32, tag::ab),
+                     dst = RowMajor(rows, cols), any({in_, cols}, dt::f32, tag::any);
+  auto desc =
+      bias_mem_ ? dnnl::matmul::desc(src, any, bias, dst) : dnnl::matmul::desc(src, any, dst);
+  const dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
+  auto made = std::make_unique<Primitive>();
+  made->weights = nullptr;
+  made->scratchpad_bytes = 0;
+  // The block must read the packed copy as it is: 64-column slabs of the same stride, from the
+  // block's first slab on (a block of 1024 columns starts on a slab).
+  const memory::desc chosen = pd.weights_desc();
+  if (gemv::SlabStride(chosen, in_) == slab_stride_) {
+    if (block_weights_.empty()) {  // sized once, before any block primitive is published
+      block_weights_.resize(blocks);
+      block_bias_.resize(blocks);
+    }
+    auto* packed = static_cast<float*>(packed_weight_mem_.get_data_handle());
+    auto* bias_data = bias_mem_ ? static_cast<float*>(bias_mem_.get_data_handle()) : nullptr;
+    for (int64_t b = last ? blocks - 1 : 0; b < (last ? blocks : blocks - 1); ++b) {
+      if (block_weights_[b]) continue;
+      const int64_t first = b * kColumnBlock;
+      block_weights_[b] =
+          memory(chosen, CpuEngine(), packed + first / gemv::kSlabCols * slab_stride_);
+      if (bias_data != nullptr) block_bias_[b] = memory(bias, CpuEngine(), bias_data + first);
+    }
+    made->matmul = dnnl::matmul(pd);
+    made->scratchpad_bytes = static_cast<int64_t>(pd.scratchpad_desc().get_size());
+  }
+  p = made.release();
+  slot.store(const_cast<Primitive*>(p), std::memory_order_release);
+  return p->matmul ? p : nullptr;
+}
+
+bool Linear::ForwardPieceInBlocks(const float* x, int64_t rows, int64_t first_row,
+                                  BlockDone done) const {
+  const int64_t blocks = (out_ + kColumnBlock - 1) / kColumnBlock;
+  ThreadMemories& memories = ThreadMemories::Get();
+  float* out = memories.BlockOutput(rows * kColumnBlock);
+  // Few rows: ops/gemv.h's kernel over each block of the packed weights (itself a packed matrix
+  // of that width).
+  const int64_t chunk = rows <= gemv::kMaxRows ? GemvChunk(false) : 0;
+  if (chunk > 0) {
+    const auto* packed = static_cast<const float*>(packed_weight_mem_.get_data_handle());
+    const auto* bias = bias_mem_ ? static_cast<const float*>(bias_mem_.get_data_handle()) : nullptr;
+    for (int64_t first = 0; first < out_; first += kColumnBlock) {
+      const int64_t cols = std::min(kColumnBlock, out_ - first);
+      const gemv::PackedWeights w{packed + first / gemv::kSlabCols * slab_stride_, in_, cols,
+                                  slab_stride_, chunk};
+      gemv::Forward(w, x, rows, bias != nullptr ? bias + first : nullptr, false, activation_, out);
+      done(first_row, rows, first, cols, out, cols);
+    }
+    return true;
+  }
+  const Primitive* full = GetBlockPrimitive(rows, false);
+  const Primitive* last = GetBlockPrimitive(rows, true);
+  if (full == nullptr || last == nullptr) return false;
+  dnnl::stream& stream = ThreadStream();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const Primitive& p = b + 1 < blocks ? *full : *last;
+    const int64_t first = b * kColumnBlock, cols = std::min(kColumnBlock, out_ - first);
+    dnnl_exec_arg_t args[5];
+    int count = 0;
+    args[count++] = {DNNL_ARG_SRC, memories.Activation(rows, in_, dt::f32, 0, x)};
+    args[count++] = {DNNL_ARG_WEIGHTS, block_weights_[b].get()};
+    args[count++] = {DNNL_ARG_DST, memories.Activation(rows, cols, dt::f32, 1, out)};
+    if (bias_mem_) args[count++] = {DNNL_ARG_BIAS, block_bias_[b].get()};
+    if (p.scratchpad_bytes > 0) {
+      args[count++] = {DNNL_ARG_SCRATCHPAD, memories.Scratchpad(p.scratchpad_bytes)};
+    }
+    const dnnl_status_t status = dnnl_primitive_execute(p.matmul.get(), stream.get(), count, args);
+    if (status != dnnl_success) throw dnnl::error(status, "Linear: block matmul failed");
+    stream.wait();
+    done(first_row, rows, first, cols, out, cols);
+  }
+  return true;
+}
+
+void Linear::ForwardInColumnBlocks(const float* x, int64_t rows, float* y, BlockDone done) const {
+  if (rows <= 0) return;
+  const bool blocked = compute_ == ComputeType::kFloat32 && packed_ && slab_stride_ != 0 &&
+                       activation_ == Activation::kNone && out_ > kColumnBlock &&
+                       omp_get_max_threads() == 1;
+  const int64_t pieces = (rows + piece_rows_ - 1) / piece_rows_;
+  const int64_t base = rows / pieces, extra = rows % pieces;
+  int64_t first_row = 0;
+  for (int64_t i = 0; i < pieces; ++i) {
+    const int64_t n = base + (i < extra ? 1 : 0);
+    const float* xi = x + first_row * in_;
+    float* yi = y + first_row * out_;
+    if (!blocked || !ForwardPieceInBlocks(xi, n, first_row, done)) {
+      ForwardPiece(xi, n, yi, /*accumulate=*/false);
+      for (int64_t c = 0; c < out_; c += kColumnBlock) {
+        done(first_row, n, c, std::min(kColumnBlock, out_ - c), yi + c, out_);
+      }
+    }
+    first_row += n;
+  }
+}
+
 void Linear::ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (IsInt8(compute_)) return ForwardInt8Piece(x, rows, y, accumulate);
   if (rows <= gemv::kMaxRows && ForwardSmallRows(x, rows, y, accumulate)) return;
@@ -450,17 +569,22 @@ void Linear::ForwardPiece(const float* x, int64_t rows, float* y, bool accumulat
   RunMatmul(GetPrimitive(rows, accumulate), src, rows, y);
 }
 
-bool Linear::ForwardSmallRows(const float* x, int64_t rows, float* y, bool accumulate) const {
-  if (slab_stride_ == 0 || !gemv::internal::Enabled()) return false;
+int64_t Linear::GemvChunk(bool accumulate) const {
+  if (slab_stride_ == 0 || !gemv::internal::Enabled()) return 0;
   std::atomic<int64_t>& known = gemv_chunk_[accumulate ? 1 : 0];
   int64_t chunk = known.load(std::memory_order_acquire);
   if (chunk < 0) {
     chunk = gemv::MatchingChunk(in_, static_cast<bool>(bias_mem_), accumulate, activation_);
     known.store(chunk, std::memory_order_release);
   }
+  return chunk;
+}
+
+bool Linear::ForwardSmallRows(const float* x, int64_t rows, float* y, bool accumulate) const {
+  const int64_t chunk = GemvChunk(accumulate);
   if (chunk == 0) return false;
-  const gemv::PackedWeights w{static_cast<const float*>(packed_weight_mem_.get_data_handle()),
-                              in_, out_, slab_stride_, chunk};
+  const gemv::PackedWeights w{static_cast<const float*>(packed_weight_mem_.get_data_handle()), in_,
+                              out_, slab_stride_, chunk};
   const float* bias = bias_mem_ ? static_cast<const float*>(bias_mem_.get_data_handle()) : nullptr;
   gemv::Forward(w, x, rows, bias, accumulate, activation_, y);
   return true;

@@ -52,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -113,6 +114,24 @@ class Linear {
   // not allowed then). x and y are dense row-major.
   void Forward(const float* x, int64_t rows, float* y, bool accumulate = false) const;
 
+  // The product of Forward without accumulation, handed out in blocks of kColumnBlock output
+  // columns: each block of a piece of rows goes to done(first_row, rows, first_col, cols, block,
+  // stride) while it is in cache (block[r * stride + c] is y[first_row + r, first_col + c]), the
+  // blocks of a piece in column order, the pieces in row order. The output projection's logits
+  // are 128 x 15,315 floats (7.8 MB) in beam 4 batch 32: the search's passes over them then read
+  // L2, and rows it needs no more of are never written to memory. Each block is its own oneDNN
+  // matmul over that block of the packed weights, into a per-thread buffer of
+  // rows x kColumnBlock (oneDNN 2.6's brgemm takes no strided output; with one it picks gemm:jit
+  // and the plain weights); pieces of up to gemv::kMaxRows rows run ops/gemv.h's kernel on each
+  // block. This applies to float32 with the packed layout, no activation and one OpenMP thread;
+  // otherwise Forward writes the whole product into y and the blocks are views of y. So y [rows,
+  // out] is working space: what done does not copy out of a block may or may not be there
+  // afterwards. The blocks hold Forward's bits (ops_test checks).
+  static constexpr int64_t kColumnBlock = 1024;
+  using BlockDone = absl::FunctionRef<void(int64_t first_row, int64_t rows, int64_t first_col,
+                                           int64_t cols, const float* block, int64_t stride)>;
+  void ForwardInColumnBlocks(const float* x, int64_t rows, float* y, BlockDone done) const;
+
   // True when the weights were reordered into oneDNN's blocked layout (false: the plain view is
   // used for every row count). For tests and benchmarks.
   bool packed() const { return packed_; }
@@ -134,7 +153,15 @@ class Linear {
   // float32 calls of at most gemv::kMaxRows rows, through ops/gemv.h where it reproduces oneDNN's
   // sums on this machine; false (nothing done) otherwise.
   bool ForwardSmallRows(const float* x, int64_t rows, float* y, bool accumulate) const;
+  // gemv::MatchingChunk for these weights (found on first use), 0 where the kernel is not used.
+  int64_t GemvChunk(bool accumulate) const;
   void RunMatmul(const Primitive& p, const void* src, int64_t rows, void* dst) const;
+  // The matmul of one column block for `rows` rows (the last block when `last`), writing y with
+  // row stride out_; null when oneDNN wants another weight layout for it than the packed one.
+  const Primitive* GetBlockPrimitive(int64_t rows, bool last) const;
+  // One piece of ForwardInColumnBlocks in blocks; false (nothing done) when a block's primitive
+  // is unavailable.
+  bool ForwardPieceInBlocks(const float* x, int64_t rows, int64_t first_row, BlockDone done) const;
 
   int64_t in_;
   int64_t out_;
@@ -160,6 +187,11 @@ class Linear {
   mutable absl::Mutex create_mu_;  // serialises primitive creation only
   // Slot(rows, accumulate) -> primitive, or null before first use. Owned; deleted by ~Linear.
   mutable std::array<std::atomic<Primitive*>, 2 * kMaxPieceRows> primitives_{};
+  // ForwardInColumnBlocks: Slot(rows, last block) -> primitive (a null Primitive::matmul when
+  // unavailable), and each block's weights and bias as oneDNN memory objects over the packed
+  // copy, made with the first block primitive.
+  mutable std::array<std::atomic<Primitive*>, 2 * kMaxPieceRows> block_primitives_{};
+  mutable std::vector<dnnl::memory> block_weights_, block_bias_;
 };
 
 // oneDNN's eltwise algorithm for an activation other than kNone, with its alpha, and the

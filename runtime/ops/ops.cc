@@ -62,16 +62,15 @@ float SumExpPortable(const float* x, int64_t n, float max) {
   return static_cast<float>(sum);
 }
 
-LogSumExp LogSumExpPortable(const float* x, int64_t n) {
-  const float max = MaxPortable(x, n);
-  return {max, std::log(SumExpPortable(x, n, max))};
-}
-
-ArgMaxLogSumExp ArgMaxLogSumExpPortable(const float* x, int64_t n) {
-  ArgMaxLogSumExp r;
-  r.index = ArgMax(x, n);
-  r.lse = LogSumExpPortable(x, n);
-  return r;
+BlockStats BlockStatsPortable(const float* x, int64_t n, bool argmax) {
+  BlockStats b;
+  b.max = MaxPortable(x, n);
+  b.sum_exp = SumExpPortable(x, n, b.max);
+  b.starts_nan = std::isnan(x[0]);
+  if (argmax && !b.starts_nan) {
+    while (x[b.argmax] != b.max) ++b.argmax;  // x[0] <= max, so some x equals it
+  }
+  return b;
 }
 
 int TopKLogProbsPortable(const float* x, int64_t n, LogSumExp lse, float offset, int k,
@@ -81,6 +80,16 @@ int TopKLogProbsPortable(const float* x, int64_t n, LogSumExp lse, float offset,
   for (int64_t i = 0; i < n; ++i) {
     const float s = ((x[i] - lse.max) - lse.log_sum) + offset;
     if (kept < k || s > best[k - 1].score) Insert(best, kept, k, s, static_cast<int32_t>(i));
+  }
+  return kept;
+}
+
+int UpdateTopKPortable(const float* x, int64_t n, int32_t first_index, int k, ScoredId* best,
+                       int kept) {
+  for (int64_t i = 0; i < n; ++i) {
+    if ((kept < k && !std::isnan(x[i])) || (kept == k && x[i] > best[k - 1].score)) {
+      Insert(best, kept, k, x[i], first_index + static_cast<int32_t>(i));
+    }
   }
   return kept;
 }
@@ -226,11 +235,6 @@ GLOSSA_AVX512 float SumExpAvx512(const float* x, int64_t n, float max) {
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-GLOSSA_AVX512 LogSumExp LogSumExpAvx512(const float* x, int64_t n) {
-  const float max = MaxAvx512(x, n);
-  return {max, std::log(SumExpAvx512(x, n, max))};
-}
-
 // The largest value and the index of its first occurrence, in two interleaved (value, index)
 // accumulators: each lane keeps the first index of its running maximum (strictly greater
 // replaces), and the final reduction takes the lowest index among the lanes holding the overall
@@ -278,12 +282,19 @@ GLOSSA_AVX512 MaxAt ArgMaxAvx512(const float* x, int64_t n) {
   return {index, max};
 }
 
-GLOSSA_AVX512 ArgMaxLogSumExp ArgMaxLogSumExpAvx512(const float* x, int64_t n) {
-  const MaxAt best = ArgMaxAvx512(x, n);
-  ArgMaxLogSumExp r;
-  r.index = best.index;
-  r.lse = {best.max, std::log(SumExpAvx512(x, n, best.max))};
-  return r;
+// Without argmax, the block's max comes from MaxAvx512 (the same value for rows without NaN).
+GLOSSA_AVX512 BlockStats BlockStatsAvx512(const float* x, int64_t n, bool argmax) {
+  BlockStats b;
+  if (argmax) {
+    const MaxAt best = ArgMaxAvx512(x, n);
+    b.max = best.max;
+    b.argmax = static_cast<int32_t>(best.index);
+  } else {
+    b.max = MaxAvx512(x, n);
+  }
+  b.sum_exp = SumExpAvx512(x, n, b.max);
+  b.starts_nan = std::isnan(x[0]);
+  return b;
 }
 
 // Scores s = ((x - max) - log_sum) + offset, 16 at a time; only lanes above the current k-th
@@ -318,6 +329,29 @@ GLOSSA_AVX512 int TopKLogProbsAvx512(const float* x, int64_t n, LogSumExp lse, f
   return kept;
 }
 
+// As TopKLogProbsAvx512 on the raw values: once the list is full, only lanes above its last
+// entry go through the scalar insertion.
+GLOSSA_AVX512 int UpdateTopKAvx512(const float* x, int64_t n, int32_t first_index, int k,
+                                   ScoredId* best, int kept) {
+  int64_t i = 0;
+  for (; i < n && kept < k; ++i) {
+    if (!std::isnan(x[i])) Insert(best, kept, k, x[i], first_index + static_cast<int32_t>(i));
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 mask = LaneMask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, x + i);
+    unsigned above =
+        _mm512_mask_cmp_ps_mask(mask, v, _mm512_set1_ps(best[k - 1].score), _CMP_GT_OQ);
+    for (; above != 0; above &= above - 1) {
+      const int j = __builtin_ctz(above);
+      if (x[i + j] > best[k - 1].score) {
+        Insert(best, kept, k, x[i + j], first_index + static_cast<int32_t>(i + j));
+      }
+    }
+  }
+  return kept;
+}
+
 GLOSSA_AVX512 void SoftmaxAvx512(float* x, int64_t n) {
   const float max = MaxAvx512(x, n);
   const __m512 vmax = _mm512_set1_ps(max);
@@ -335,8 +369,7 @@ GLOSSA_AVX512 void SoftmaxAvx512(float* x, int64_t n) {
   }
 }
 
-GLOSSA_AVX512 void LogSoftmaxAvx512(float* x, int64_t n) {
-  const LogSumExp lse = LogSumExpAvx512(x, n);
+GLOSSA_AVX512 void LogSoftmaxAvx512(float* x, int64_t n, LogSumExp lse) {
   const __m512 vmax = _mm512_set1_ps(lse.max), vlog = _mm512_set1_ps(lse.log_sum);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = LaneMask(n - i);
@@ -348,6 +381,21 @@ GLOSSA_AVX512 void LogSoftmaxAvx512(float* x, int64_t n) {
 #undef GLOSSA_AVX512
 #pragma GCC diagnostic pop
 #endif  // GLOSSA_OPS_X86
+
+BlockStats BlockStatsOf(const float* x, int64_t n, bool argmax) {
+#if GLOSSA_OPS_X86
+  if (UseAvx512()) return BlockStatsAvx512(x, n, argmax);
+#endif
+  return BlockStatsPortable(x, n, argmax);
+}
+
+ArgMaxLogSumExp BlockwiseLogSumExp(const float* x, int64_t n, bool argmax) {
+  SoftmaxAccumulator acc;
+  for (int64_t i = 0; i < n; i += kSoftmaxBlock) {
+    acc.Add(BlockStatsOf(x + i, std::min(kSoftmaxBlock, n - i), argmax));
+  }
+  return acc.Result();
+}
 
 }  // namespace
 
@@ -402,25 +450,49 @@ void Softmax(float* x, int64_t n) {
 }
 
 LogSumExp ComputeLogSumExp(const float* x, int64_t n) {
-#if GLOSSA_OPS_X86
-  if (UseAvx512()) return LogSumExpAvx512(x, n);
-#endif
-  return LogSumExpPortable(x, n);
+  return BlockwiseLogSumExp(x, n, /*argmax=*/false).lse;
 }
 
 void LogSoftmax(float* x, int64_t n) {
+  const LogSumExp lse = ComputeLogSumExp(x, n);
 #if GLOSSA_OPS_X86
-  if (UseAvx512()) return LogSoftmaxAvx512(x, n);
+  if (UseAvx512()) return LogSoftmaxAvx512(x, n, lse);
 #endif
-  const LogSumExp lse = LogSumExpPortable(x, n);
   for (int64_t i = 0; i < n; ++i) x[i] = (x[i] - lse.max) - lse.log_sum;
 }
 
 ArgMaxLogSumExp ComputeArgMaxLogSumExp(const float* x, int64_t n) {
-#if GLOSSA_OPS_X86
-  if (UseAvx512()) return ArgMaxLogSumExpAvx512(x, n);
-#endif
-  return ArgMaxLogSumExpPortable(x, n);
+  return BlockwiseLogSumExp(x, n, /*argmax=*/true);
+}
+
+BlockStats ComputeBlockStats(const float* x, int64_t n) {
+  return BlockStatsOf(x, n, /*argmax=*/true);
+}
+
+void SoftmaxAccumulator::Add(const BlockStats& b) {
+  constexpr float kNegInf = -kInf;
+  if (blocks_ == 0) {
+    max_ = b.max;
+    sum_ = b.sum_exp;
+    index_ = b.starts_nan ? 0 : b.argmax;
+    starts_nan_ = b.starts_nan;
+  } else if (b.max > max_) {
+    // Blocks so far of -inf only have a NaN sum (e^(-inf - -inf)) and weigh nothing.
+    sum_ = max_ == kNegInf ? b.sum_exp
+                           : sum_ * std::exp(static_cast<double>(max_) - b.max) + b.sum_exp;
+    max_ = b.max;
+    if (!starts_nan_) index_ = blocks_ * kSoftmaxBlock + b.argmax;
+  } else if (b.max != kNegInf) {
+    sum_ += b.sum_exp * std::exp(static_cast<double>(b.max) - max_);
+  }
+  ++blocks_;
+}
+
+ArgMaxLogSumExp SoftmaxAccumulator::Result() const {
+  ArgMaxLogSumExp r;
+  r.index = index_;
+  r.lse = {max_, std::log(static_cast<float>(sum_))};
+  return r;
 }
 
 int TopKLogProbs(const float* x, int64_t n, LogSumExp lse, float offset, int k, ScoredId* best) {
@@ -428,6 +500,14 @@ int TopKLogProbs(const float* x, int64_t n, LogSumExp lse, float offset, int k, 
   if (UseAvx512()) return TopKLogProbsAvx512(x, n, lse, offset, k, best);
 #endif
   return TopKLogProbsPortable(x, n, lse, offset, k, best);
+}
+
+int UpdateTopK(const float* x, int64_t n, int32_t first_index, int k, ScoredId* best, int kept) {
+  if (k <= 0) return 0;
+#if GLOSSA_OPS_X86
+  if (UseAvx512()) return UpdateTopKAvx512(x, n, first_index, k, best, kept);
+#endif
+  return UpdateTopKPortable(x, n, first_index, k, best, kept);
 }
 
 void EmbedTokens(const float* table, const float* positions, const int* ids, const int* pos,

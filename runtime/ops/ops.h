@@ -39,11 +39,23 @@ void Swish(float* x, int64_t n);
 
 // The normaliser of a row: log_softmax(x)[i] == (x[i] - max) - log_sum, bit for bit the value
 // LogSoftmax writes.
+//
+// It is summed in blocks of kSoftmaxBlock elements: each block's largest value m_b and
+// s_b = sum(exp(x - m_b)) over the block, then the blocks in order into a running (max, sum):
+// a block with a larger m_b rescales the sum so far by exp(max - m_b), one with a smaller m_b
+// adds s_b * exp(m_b - max) (in double; a block of -inf adds nothing). A row within one block
+// gets plain log(sum(exp(x - max))). Blocking lets the caller that produces a row block by
+// block (the output projection, in column blocks) compute the normaliser while each block is
+// still in cache, with ComputeBlockStats and SoftmaxAccumulator: the same bits as
+// ComputeArgMaxLogSumExp, and a row is read from memory once (the max and the sum of a block
+// are two passes over 4 KB in L1).
 struct LogSumExp {
   float max = 0.0f;      // largest element (-inf for a row of -inf)
   float log_sum = 0.0f;  // log(sum(exp(x - max)))
 };
 LogSumExp ComputeLogSumExp(const float* x, int64_t n);
+
+constexpr int64_t kSoftmaxBlock = 1024;
 
 // Greedy search's whole pass over the logits: the index of the largest value (the first one on
 // ties, as ArgMax) and the row's LogSumExp. n >= 1.
@@ -52,6 +64,31 @@ struct ArgMaxLogSumExp {
   LogSumExp lse;
 };
 ArgMaxLogSumExp ComputeArgMaxLogSumExp(const float* x, int64_t n);
+
+// One block of a row, for ComputeArgMaxLogSumExp's result assembled block by block.
+struct BlockStats {
+  float max = 0.0f;         // m_b (NaNs are skipped, as ArgMax skips them; -inf if all are)
+  float sum_exp = 0.0f;     // s_b
+  int32_t argmax = 0;       // first index of m_b within the block (0 when nothing compares)
+  bool starts_nan = false;  // x[0] is NaN (ArgMax then answers 0)
+};
+// x[0, n) is one block, 1 <= n <= kSoftmaxBlock.
+BlockStats ComputeBlockStats(const float* x, int64_t n);
+
+// A row's blocks, added in order (each kSoftmaxBlock long but the last): Result() is bit for bit
+// ComputeArgMaxLogSumExp over the whole row.
+class SoftmaxAccumulator {
+ public:
+  void Add(const BlockStats& block);
+  ArgMaxLogSumExp Result() const;
+
+ private:
+  int64_t blocks_ = 0;
+  float max_ = 0.0f;
+  double sum_ = 0.0;
+  int64_t index_ = 0;
+  bool starts_nan_ = false;
+};
 
 struct ScoredId {
   float score;
@@ -63,6 +100,12 @@ struct ScoredId {
 // score first, the lower index first among equal scores (so -inf entries come last, in index
 // order). Returns min(k, n). The same as LogSoftmax, adding offset and a stable sort.
 int TopKLogProbs(const float* x, int64_t n, LogSumExp lse, float offset, int k, ScoredId* best);
+
+// A running top k of a row's raw values, seen block by block: merges x[0, n) (indices
+// first_index + i) into best[0, kept) and returns the new count (<= k). best stays sorted largest
+// first, the lower index first among equal values, as if the whole row had been scanned at once
+// in index order; NaNs never enter.
+int UpdateTopK(const float* x, int64_t n, int32_t first_index, int k, ScoredId* best, int kept);
 
 // out[i, :] = table[ids[i], :] * scale + positions[pos[i], :]  (token embedding plus position).
 void EmbedTokens(const float* table, const float* positions, const int* ids, const int* pos,

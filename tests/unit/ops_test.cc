@@ -1,5 +1,7 @@
 // Ops against naive C++ references on random and edge shapes (relative error <= 1e-5); the fused
 // vocabulary kernels against the unfused LogSoftmax, bit for bit.
+#include "ops/ops.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -228,6 +230,58 @@ INSTANTIATE_TEST_SUITE_P(
                       SmallRowsCase{768, 3072, Activation::kGeluTanh, true, false},
                       SmallRowsCase{512, 8037, Activation::kNone, false, false}));
 
+// ForwardInColumnBlocks: the same bits as Forward, every block of every piece handed out once,
+// in order; on shapes of the output projections (vocabularies of 15,315 and
+// 58,101 with and without bias, a row count split into pieces) and on one too narrow to block.
+struct ColumnBlocksCase {
+  int64_t in, out;
+  bool bias;
+};
+
+class ColumnBlocksTest : public ::testing::TestWithParam<ColumnBlocksCase> {};
+
+TEST_P(ColumnBlocksTest, EqualsForwardAndReportsEveryBlock) {
+  const ColumnBlocksCase c = GetParam();
+  std::mt19937 rng(13);
+  const auto w = Random(c.out * c.in, rng, 0.05f), b = Random(c.out, rng);
+  Linear linear(w.data(), c.bias ? b.data() : nullptr, c.in, c.out);
+  const int64_t blocks = (c.out + Linear::kColumnBlock - 1) / Linear::kColumnBlock;
+  for (int64_t rows :
+       {int64_t{1}, gemv::kMaxRows, gemv::kMaxRows + 1, int64_t{128}, Linear::kMaxPieceRows + 44}) {
+    const auto x = Random(rows * c.in, rng);
+    std::vector<float> whole(rows * c.out), blocked(rows * c.out, NAN);
+    linear.Forward(x.data(), rows, whole.data());
+    int64_t next_row = 0, next_col = 0, reports = 0, pieces = 0;
+    linear.ForwardInColumnBlocks(x.data(), rows, blocked.data(),
+                                 [&](int64_t first_row, int64_t piece_rows, int64_t first_col,
+                                     int64_t cols, const float* block, int64_t stride) {
+                                   ++reports;
+                                   ASSERT_EQ(first_row, next_row);
+                                   ASSERT_EQ(first_col, next_col);
+                                   ASSERT_EQ(cols,
+                                             std::min(Linear::kColumnBlock, c.out - first_col));
+                                   for (int64_t r = 0; r < piece_rows; ++r) {
+                                     float* to = &blocked[(first_row + r) * c.out + first_col];
+                                     if (to != block + r * stride)
+                                       std::memcpy(to, block + r * stride, cols * 4);
+                                   }
+                                   next_col = first_col + cols;
+                                   if (next_col == c.out)
+                                     next_col = 0, next_row = first_row + piece_rows, ++pieces;
+                                 });
+    EXPECT_EQ(next_row, rows);
+    EXPECT_EQ(std::memcmp(blocked.data(), whole.data(), rows * c.out * 4), 0) << rows << " rows";
+    EXPECT_EQ(reports, pieces * blocks);
+    EXPECT_LE(pieces, (rows + Linear::kSmallPieceRows - 1) / Linear::kSmallPieceRows);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ColumnBlocksTest,
+                         ::testing::Values(ColumnBlocksCase{256, 15315, true},
+                                           ColumnBlocksCase{512, 58101, false},
+                                           ColumnBlocksCase{256, 3000, false},
+                                           ColumnBlocksCase{64, 700, true}));
+
 // The row kernels run twice: with AVX-512 (where the CPU has it) and portable.
 class RowKernelTest : public ::testing::TestWithParam<bool> {
  protected:
@@ -427,6 +481,80 @@ TEST_P(RowKernelTest, ArgMaxLogSumExpTakesTheFirstLargest) {
     const ops::LogSumExp lse = ops::ComputeLogSumExp(x.data(), n);
     EXPECT_EQ(Bits(r.lse.max), Bits(lse.max));
     EXPECT_EQ(Bits(r.lse.log_sum), Bits(lse.log_sum));
+  }
+}
+
+// Rows assembled block by block (as the output projection does) give ComputeArgMaxLogSumExp's
+// bits; blocks of -inf weigh nothing, and the normaliser stays within 1e-6 of a double sum.
+TEST_P(RowKernelTest, BlockStatsAssembleTheRowsNormaliser) {
+  auto rows = TestRows();
+  std::mt19937 rng(9);
+  std::vector<float> minus_inf_head = Random(3000, rng, 3.0f);
+  std::fill(minus_inf_head.begin(), minus_inf_head.begin() + ops::kSoftmaxBlock, -INFINITY);
+  rows.push_back(minus_inf_head);
+  std::vector<float> max_in_last = Random(2 * ops::kSoftmaxBlock + 5, rng, 3.0f);
+  max_in_last.back() = 40.0f;
+  rows.push_back(max_in_last);
+  std::vector<float> nan_first = Random(1500, rng, 3.0f);
+  nan_first[0] = NAN;
+  nan_first[1200] = 9.0f;
+  rows.push_back(nan_first);
+  for (const auto& x : rows) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    ops::SoftmaxAccumulator acc;
+    for (int64_t i = 0; i < n; i += ops::kSoftmaxBlock) {
+      acc.Add(ops::ComputeBlockStats(x.data() + i, std::min(ops::kSoftmaxBlock, n - i)));
+    }
+    const ops::ArgMaxLogSumExp blocked = acc.Result();
+    const ops::ArgMaxLogSumExp whole = ops::ComputeArgMaxLogSumExp(x.data(), n);
+    EXPECT_EQ(blocked.index, ops::ArgMax(x.data(), n)) << "n " << n;
+    EXPECT_EQ(blocked.index, whole.index);
+    EXPECT_EQ(Bits(blocked.lse.max), Bits(whole.lse.max));
+    EXPECT_EQ(Bits(blocked.lse.log_sum), Bits(whole.lse.log_sum));
+    if (std::isnan(x[0])) continue;
+    double max = -INFINITY, sum = 0;
+    for (float v : x) max = std::max<double>(max, v);
+    for (float v : x) sum += std::exp(double{v} - max);
+    EXPECT_EQ(blocked.lse.max, static_cast<float>(max));
+    if (std::isfinite(max)) {
+      EXPECT_NEAR(blocked.lse.log_sum, std::log(sum), 1e-6 * std::max(1.0, std::log(sum)))
+          << "n " << n;
+    }
+  }
+}
+
+// UpdateTopK over a row in blocks of several sizes == the row's values (NaNs left out), stably
+// sorted largest first, first k.
+TEST_P(RowKernelTest, UpdateTopKInBlocksEqualsAStableSortOfTheRow) {
+  auto rows = TestRows();
+  std::vector<float> with_nan(50, 0.5f);
+  with_nan[3] = NAN;
+  with_nan[0] = NAN;
+  with_nan[40] = 2.0f;
+  rows.push_back(with_nan);
+  for (const auto& x : rows) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    std::vector<ops::ScoredId> sorted;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isnan(x[i])) sorted.push_back({x[i], static_cast<int32_t>(i)});
+    }
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const auto& a, const auto& b) { return a.score > b.score; });
+    for (int k : {1, 3, 9, 34}) {
+      for (int64_t block : {int64_t{7}, int64_t{16}, ops::kSoftmaxBlock}) {
+        std::vector<ops::ScoredId> best(k);
+        int kept = 0;
+        for (int64_t i = 0; i < n; i += block) {
+          kept = ops::UpdateTopK(x.data() + i, std::min(block, n - i), static_cast<int32_t>(i), k,
+                                 best.data(), kept);
+        }
+        ASSERT_EQ(kept, std::min<int64_t>(k, sorted.size())) << "n " << n;
+        for (int j = 0; j < kept; ++j) {
+          ASSERT_EQ(best[j].id, sorted[j].id) << "n " << n << " k " << k << " rank " << j;
+          ASSERT_EQ(Bits(best[j].score), Bits(sorted[j].score));
+        }
+      }
+    }
   }
 }
 

@@ -1,7 +1,10 @@
 // Search on a toy "model" whose logits are a fixed pseudo-random function of the prefix.
 #include "decode/search.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -275,6 +278,106 @@ TEST(SamplingTest, FrequenciesFollowTheWarpedDistribution) {
           << "token " << i << " T " << temperature << " top_p " << top_p;
     }
   }
+}
+
+// AdvanceFromSummary against Advance on the same rows, in lockstep: the same tokens, beams and
+// score bits, whether the summaries decide a step or leave it to the rows. Rows of 2,500 ids
+// (three softmax blocks) with near-ties among the largest logits, the banned id sometimes the
+// largest, with and without min_new_tokens.
+TEST(SearchTest, SummaryStepsEqualRowSteps) {
+  constexpr int kWide = 2500, kBanned = 7, kWideEos = 2;
+  SearchVocab vocab;
+  vocab.vocab_size = kWide;
+  vocab.eos_id = kWideEos;
+  vocab.forced_eos_id = kWideEos;
+  vocab.banned_ids = {kBanned};
+  auto row_of = [](const std::vector<int>& prefix) {
+    uint64_t seed = 88172645463325252ull;
+    for (int t : prefix) seed = (seed ^ static_cast<uint64_t>(t + 1)) * 1099511628211ull;
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> row(kWide);
+    for (float& v : row) v = dist(rng);
+    // Copies of one of the largest values: exact ones at high ids, one ulp below at low ids.
+    // Their scores are mostly equal, and in score order the low ids come first: a top list
+    // (logit order) cannot settle ties there.
+    std::vector<float> sorted = row;
+    std::partial_sort(sorted.begin(), sorted.begin() + 12, sorted.end(), std::greater<float>());
+    const float v = sorted[rng() % 12];
+    for (int j = 0; j < 6; ++j) {
+      row[kWide - 1 - static_cast<int>(rng() % 500)] = v;
+      row[20 + rng() % 500] = std::nextafter(v, -INFINITY);
+    }
+    row[kWideEos] -= 0.5f;
+    if (rng() % 3 == 0) row[kBanned] = 9.0f;
+    return row;
+  };
+  int decided = 0, undecided = 0;
+  for (int run = 0; run < 8; ++run) {
+    const int beam_size = std::vector<int>{1, 2, 4, 5}[run % 4];
+    SearchOptions o;
+    o.beam_size = beam_size;
+    o.num_hypotheses = beam_size;
+    o.max_new_tokens = 12;
+    o.min_new_tokens = run < 4 ? 0 : 6;  // EOS banned for a while: a processor without the row
+    Search by_rows(o, vocab), by_summary(o, vocab);
+    std::vector<std::vector<int>> table;  // [position][slot] input token
+    while (!by_rows.done()) {
+      ASSERT_FALSE(by_summary.done());
+      const int t = by_rows.step(), beams = by_rows.active_beams();
+      ASSERT_EQ(by_summary.active_beams(), beams);
+      table.emplace_back(beam_size, -1);
+      std::vector<float> logits;
+      for (int b = 0; b < beams; ++b) {
+        ASSERT_EQ(by_summary.input_token(b), by_rows.input_token(b));
+        table[t][b] = by_rows.input_token(b);
+        std::vector<int> prefix;
+        for (int p = 0; p <= t; ++p) {
+          ASSERT_EQ(by_summary.ancestry(b)[p], by_rows.ancestry(b)[p]);
+          prefix.push_back(table[p][by_rows.ancestry(b)[p]]);
+        }
+        const auto row = row_of(prefix);
+        logits.insert(logits.end(), row.begin(), row.end());
+      }
+      // The summaries, block by block as the decoder makes them.
+      const int k = std::max(0, by_summary.SummaryTopK());
+      std::vector<ops::ArgMaxLogSumExp> stats(beams);
+      std::vector<ops::ScoredId> top(std::max(1, beams * k));
+      std::vector<int> count(beams, 0);
+      for (int b = 0; b < beams; ++b) {
+        const float* row = logits.data() + b * kWide;
+        ops::SoftmaxAccumulator acc;
+        for (int64_t i = 0; i < kWide; i += ops::kSoftmaxBlock) {
+          const int64_t n = std::min<int64_t>(ops::kSoftmaxBlock, kWide - i);
+          acc.Add(ops::ComputeBlockStats(row + i, n));
+          if (k > 0) {
+            count[b] =
+                ops::UpdateTopK(row + i, n, static_cast<int32_t>(i), k, &top[b * k], count[b]);
+          }
+        }
+        stats[b] = acc.Result();
+      }
+      std::vector<float> copy = logits;
+      by_rows.Advance(logits.data());
+      if (by_summary.SummaryTopK() >= 0 &&
+          by_summary.AdvanceFromSummary(stats.data(), top.data(), count.data(), k)) {
+        ++decided;
+      } else {
+        ++undecided;
+        by_summary.Advance(copy.data(), stats.data());
+      }
+    }
+    ASSERT_TRUE(by_summary.done());
+    const auto a = by_rows.Results(), b = by_summary.Results();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].tokens, b[i].tokens) << "beam " << beam_size << " hypothesis " << i;
+      EXPECT_EQ(std::memcmp(&a[i].score, &b[i].score, 4), 0) << "beam " << beam_size;
+    }
+  }
+  // Both ways were taken: the forced last step and the ties leave steps to the rows.
+  EXPECT_GT(decided, 10);
+  EXPECT_GT(undecided, 4);
 }
 
 }  // namespace

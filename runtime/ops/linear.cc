@@ -469,14 +469,20 @@ const Linear::Primitive* Linear::GetBlockPrimitive(int64_t rows, bool last) cons
   // The block must read the packed copy as it is: 64-column slabs of the same stride, from the
   // block's first slab on (a block of 1024 columns starts on a slab).
   const memory::desc chosen = pd.weights_desc();
-  if (gemv::SlabStride(chosen, in_) == slab_stride_) {
+  // Each block's weights are one memory object, made with the first primitive that reads it;
+  // a later row count must expect the very same layout.
+  const int64_t b0 = last ? blocks - 1 : 0;
+  const bool usable = gemv::SlabStride(chosen, in_) == slab_stride_ &&
+                      (block_weights_.empty() || !block_weights_[b0] ||
+                       block_weights_[b0].get_desc() == chosen);
+  if (usable) {
     if (block_weights_.empty()) {  // sized once, before any block primitive is published
       block_weights_.resize(blocks);
       block_bias_.resize(blocks);
     }
     auto* packed = static_cast<float*>(packed_weight_mem_.get_data_handle());
     auto* bias_data = bias_mem_ ? static_cast<float*>(bias_mem_.get_data_handle()) : nullptr;
-    for (int64_t b = last ? blocks - 1 : 0; b < (last ? blocks : blocks - 1); ++b) {
+    for (int64_t b = b0; b < (last ? blocks : blocks - 1); ++b) {
       if (block_weights_[b]) continue;
       const int64_t first = b * kColumnBlock;
       block_weights_[b] =

@@ -28,7 +28,9 @@
 // Per step, the vocabulary work is fused (ops.h): greedy takes the argmax and the normaliser in
 // one pass over the logits plus one of exp, and beam search keeps each beam's best 2·beams
 // log-probabilities + beam score without writing the log-softmax row; the scores are bit for bit
-// those of log_softmax -> processors -> + beam score.
+// those of log_softmax -> processors -> + beam score. Most steps do not read the rows at all:
+// the decoder summarises them as the output projection produces them (Decoder::Step's
+// LogitsSummary: normaliser, argmax, largest logits) and AdvanceFromSummary decides from that.
 //
 // Allocation: the constructor sizes every buffer for the worst case (beam_size hypotheses of
 // max_new_tokens tokens, beam_size + 1 finished ones), so Advance() allocates nothing; Results()
@@ -117,10 +119,10 @@ class Search {
   // argmax suffices), -1 when it needs the rows themselves (prefix and forced steps, sampling,
   // a repetition penalty, no-repeat n-grams, token scores).
   // AdvanceFromSummary takes each active beam's ComputeArgMaxLogSumExp (stats) and top list
-  // (top[b * top_k ...], top_count[b] entries; top_k >= SummaryTopK() >= 0) and advances exactly as
-  // Advance would on the rows; it returns false, having changed nothing, when the summaries
-  // cannot decide the step (a rounding tie at the edge of the top list, non-finite logits):
-  // then call Advance with the rows.
+  // (top[b * top_k ...], top_count[b] entries; top_k >= SummaryTopK() >= 0) and advances
+  // exactly as Advance would on the rows; it returns false, having changed nothing, when the
+  // summaries cannot decide the step (a rounding tie at the edge of the top list, non-finite
+  // logits, a banned argmax): then call Advance with the rows.
   static constexpr int kMaxSummaryTopK = 48;
   static constexpr int kSummarySlack = 4;  // top-list entries beyond the 2 * beams needed
   int SummaryTopK() const;

@@ -213,12 +213,10 @@ int Search::SummaryTopK() const {
       options_.no_repeat_ngram_size > 0 || options_.token_scores) {
     return -1;
   }
-  const int banned =
-      static_cast<int>(vocab_.banned_ids.size()) + (new_tokens() < options_.min_new_tokens ? 1 : 0);
+  const bool eos_banned = new_tokens() < options_.min_new_tokens;
+  const int banned = static_cast<int>(vocab_.banned_ids.size()) + (eos_banned ? 1 : 0);
   // Greedy needs no list while EOS is allowed: the argmax decides unless it is banned.
-  if (options_.beam_size == 1) {
-    return banned > static_cast<int>(vocab_.banned_ids.size()) ? 1 + banned : 0;
-  }
+  if (options_.beam_size == 1) return eos_banned ? 1 + banned : 0;
   const int k = 2 * options_.beam_size + kSummarySlack + banned;
   return k <= kMaxSummaryTopK ? k : -1;
 }

@@ -15,10 +15,15 @@ namespace {
 
 constexpr int kVocab = 6, kEos = 0, kStart = 5;
 
-std::vector<float> ToyLogits(const std::vector<int>& prefix) {
-  uint64_t seed = 1469598103934665603ull;
+// A generator seeded by a hash (FNV-1a style, from `basis`) of the prefix.
+std::mt19937_64 PrefixRng(const std::vector<int>& prefix, uint64_t basis) {
+  uint64_t seed = basis;
   for (int t : prefix) seed = (seed ^ static_cast<uint64_t>(t + 1)) * 1099511628211ull;
-  std::mt19937_64 rng(seed);
+  return std::mt19937_64(seed);
+}
+
+std::vector<float> ToyLogits(const std::vector<int>& prefix) {
+  std::mt19937_64 rng = PrefixRng(prefix, 1469598103934665603ull);
   std::normal_distribution<float> dist(0.0f, 2.0f);
   std::vector<float> logits(kVocab);
   for (float& l : logits) l = dist(rng);
@@ -292,9 +297,7 @@ TEST(SearchTest, SummaryStepsEqualRowSteps) {
   vocab.forced_eos_id = kWideEos;
   vocab.banned_ids = {kBanned};
   auto row_of = [](const std::vector<int>& prefix) {
-    uint64_t seed = 88172645463325252ull;
-    for (int t : prefix) seed = (seed ^ static_cast<uint64_t>(t + 1)) * 1099511628211ull;
-    std::mt19937_64 rng(seed);
+    std::mt19937_64 rng = PrefixRng(prefix, 88172645463325252ull);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     std::vector<float> row(kWide);
     for (float& v : row) v = dist(rng);

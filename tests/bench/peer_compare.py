@@ -53,11 +53,19 @@ shape and counting every beam row. The peak is measured: each glossa-peer-run ti
 fp32 multiply-add chains just before its timed run (fma_peak_gflops; this host's clock moves
 within minutes), and the cell divides by its median run's figure (117 GFLOP/s per core, the
 figure NOTES-debian.md gives for its machine, only where a run reports none):
-  FLOP = target_tokens x beam x 2 x (dec_layers x (6 d^2 + 2 d ffn) + d vocab)
+  FLOP = decoder_rows x 2 x (dec_layers x (6 d^2 + 2 d ffn) + d vocab)
        + source_tokens x 2 x (enc_layers x (4 d^2 + 2 d ffn) + dec_layers x 2 d^2)
-over the timed seconds, divided by (peak x workers x threads). Attention scores are left out.
+over the timed seconds (decoder_rows: the rows Glossa's decoder computed, one per active beam per
+step, as glossa-peer-run reports them; target_tokens x beam where a run reports none), divided by (peak x workers x threads). Attention scores are left out.
 The table's "peak" column gives the measured GFLOP/s per core.
 For the demo model, greedy, it equals glossa-bench's figure.
+
+Decoder rows (--count_rows): beam search's work is its decoder rows, and the engines' stopping
+rules differ: Glossa ends a sentence where Hugging Face's generate() does (the model's
+early_stopping, false for Marian: after `beam` finished hypotheses, only once the best running
+one cannot beat them), CTranslate2 once `beam` hypotheses are finished. With --count_rows the
+peer's first run of each cell also counts its rows (peer_ct2_run.py --decoder_rows: an untimed
+second pass), and the table gives each engine's decoder rows per target token.
 
 Skips (exit 0, a line saying why) when ../shared/peer/ctranslate2 is not there or the peer cannot
 be imported (it needs Debian's python3-sentencepiece and python3-numpy).
@@ -257,6 +265,14 @@ def run_engine(cmd, env, timeout):
     raise RuntimeError("no JSON line from %s:\n%s" % (" ".join(cmd), r.stderr[-2000:]))
 
 
+def rows_per_token(cell):
+    """Each engine's decoder rows per target token, "G / C" (- where not counted)."""
+    def per_token(rows, tokens):
+        return "%.2f" % (rows / tokens) if rows and tokens else "-"
+    return "%s / %s" % (per_token(cell.get("glossa_decoder_rows"), cell["glossa_target_tokens"]),
+                        per_token(cell.get("ct2_decoder_rows"), cell["ct2_target_tokens"]))
+
+
 def median_run(runs):
     """The run with the median tokens/s (the lower middle one for an even count)."""
     ordered = sorted(runs, key=lambda r: r["target_tokens_per_s"])
@@ -282,6 +298,9 @@ def main():
                         DEFAULT_SENTENCES["demo"][1], DEFAULT_SENTENCES["opus-mt-base"][1],
                         DEFAULT_SENTENCES["nllb-600m"][1]))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--count_rows", action="store_true",
+                    help="also count CTranslate2's decoder rows (an untimed pass in its first run "
+                    "of each cell) and show rows per token")
     ap.add_argument("--fixed_length", type=int, default=64,
                     help="tokens per sentence for the random-weight shapes (demo: natural length)")
     ap.add_argument("--max_output_tokens", type=int, default=256, help="limit at natural length")
@@ -394,6 +413,8 @@ def main():
                         for rep in range(max(1, args.repeats)):
                             order = commands if rep % 2 == 0 else list(reversed(commands))
                             for key, run_env, cmd in order:
+                                if key == "ctranslate2" and rep == 0 and args.count_rows:
+                                    cmd = cmd + ["--decoder_rows"]
                                 r = run_engine(cmd, run_env, args.timeout)
                                 r["load_average_1m"] = os.getloadavg()[0]
                                 runs[key].append(r)
@@ -405,8 +426,10 @@ def main():
                         peer = median_run(runs["ctranslate2"])
                         for label, _, _ in variants:
                             mine = median_run(runs["glossa:" + label])
-                            flop = (mine["target_tokens"] * beam * target_flop +
-                                    mine["source_tokens"] * source_flop)
+                            rows_g = mine.get("decoder_rows", mine["target_tokens"] * beam)
+                            rows_c = next((r["decoder_rows"] for r in runs["ctranslate2"]
+                                           if "decoder_rows" in r), None)
+                            flop = rows_g * target_flop + mine["source_tokens"] * source_flop
                             core_peak = (mine.get("fma_peak_gflops") or 0) * 1e9 or \
                                 FALLBACK_PEAK_FLOP_PER_CORE
                             peak = core_peak * workers * threads * (4 if "int8" in label else 1)
@@ -428,6 +451,7 @@ def main():
                                 "ct2_first_translation_s": peer["first_translation_s"],
                                 "glossa_target_tokens": mine["target_tokens"],
                                 "ct2_target_tokens": peer["target_tokens"],
+                                "glossa_decoder_rows": rows_g, "ct2_decoder_rows": rows_c,
                                 "source_tokens": [mine["source_tokens"], peer["source_tokens"]],
                                 "tokens_equal": (counts["glossa:" + label] == counts["ctranslate2"]
                                                  and len(counts["ctranslate2"]) == 1),
@@ -480,10 +504,11 @@ def format_table(name, rows, info, n_batch, n_batch1, args):
         name, "real weights, natural length" if not fixed else
         "random weights, %d tokens per sentence" % fixed, n_batch, n_batch1, args.repeats,
         "ratio = Glossa / CTranslate2"))
+    rows_shown = any(c.get("ct2_decoder_rows") for c in rows)
     lines = [head, "",
              "| type | cores | beam | batch | Glossa | CT2 | ratio | Glossa GEMM roofline (peak) "
-             "| peak RSS MB G / C | load s G / C | tokens G / C |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| peak RSS MB G / C | load s G / C | tokens G / C |" + (" rows/token G / C |" if rows_shown else ""),
+             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if rows_shown else "")]
     for c in rows:
         kind = c["glossa_compute_type"]
         if c["compute_type"] == "int8":
@@ -496,7 +521,8 @@ def format_table(name, rows, info, n_batch, n_batch1, args):
             "{:,.0f}".format(c["ct2_tokens_per_s"]), c["ratio"],
             100 * c["glossa_gemm_roofline_share"], c["fma_peak_gflops_per_core"],
             c["glossa_peak_rss_mb"], c["ct2_peak_rss_mb"],
-            c["glossa_first_translation_s"], c["ct2_first_translation_s"], tokens))
+            c["glossa_first_translation_s"], c["ct2_first_translation_s"], tokens)
+            + (" %s |" % rows_per_token(c) if rows_shown else ""))
     lines.append("")
     lines.append("cores: 1 = one worker of one thread; WxT = W workers of T threads each (Glossa's "
                  "engine workers, CTranslate2's inter_threads x intra_threads). load s: file to "
@@ -504,7 +530,9 @@ def format_table(name, rows, info, n_batch, n_batch1, args):
                  "the whole process, median run. CT2 int8 = int8 weights, float32 elsewhere. "
                  "GEMM roofline: share of the fp32 FMA peak (int8: x4) over the cores used; "
                  "(peak): that peak per core in GFLOP/s, measured before the median Glossa run."
-                 % FIRST_MAX_TOKENS)
+                 % FIRST_MAX_TOKENS
+                 + (" rows/token: decoder rows (one per active beam per step) per target token, "
+                    "each engine's own stopping rule." if rows_shown else ""))
     return "\n".join(lines)
 
 

@@ -18,6 +18,14 @@ starts the decoder from it), then:
 target_tokens: hypothesis tokens without end of sentence and without the --target_prefix token.
 --min_output_tokens = min_decoding_length (end of sentence banned before it; may equal
 --max_output_tokens = max_decoding_length, for outputs of exactly that length).
+--decoder_rows: after the timed run, translate every line again (untimed) asking for all
+--beam_size hypotheses, and report decoder_rows, the decoder rows the timed run computed, as
+glossa-peer-run reports its own (one per active beam per step). With a length penalty
+CTranslate2's beam search ends a sentence when --beam_size hypotheses are finished (its patience
+1; Hugging Face's early_stopping=True, where Glossa follows the model's generation config), and
+it runs the first step on one row: a sentence whose longest finished hypothesis has L tokens
+without end of sentence took 1 + beam_size * L rows (greedy: 1 + L; one row less where the
+length limit cut it). Not with --target_prefix (its forced steps are counted differently).
 Prints one JSON line on stderr.
 """
 import argparse
@@ -74,7 +82,11 @@ def main():
                     "closes (load_bench.py measures the process meanwhile); no timed run")
     ap.add_argument("--source_prefix")
     ap.add_argument("--target_prefix")
+    ap.add_argument("--decoder_rows", action="store_true",
+                    help="also report the decoder rows of the timed run (an untimed second pass)")
     args = ap.parse_args()
+    if args.decoder_rows and args.target_prefix:
+        ap.error("--decoder_rows does not count the forced steps of --target_prefix")
 
     with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
         model_config = json.load(f)
@@ -146,7 +158,19 @@ def main():
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
         "suppress_pad": suppress,
     }
+    if args.decoder_rows:
+        report["decoder_rows"] = count_decoder_rows(translator, sources, options, args)
     print(json.dumps(report), file=sys.stderr, flush=True)
+
+
+def count_decoder_rows(translator, sources, options, args):
+    """The timed run's decoder rows, from the lengths of every finished hypothesis."""
+    beam = args.beam_size
+    results = translator.translate_batch(sources, max_batch_size=args.batch_size,
+                                         batch_type="examples", num_hypotheses=beam, **options)
+    # Step 0 decodes one row per sentence; every later step, one per beam, until the step that
+    # finished the last (longest) of the sentence's hypotheses.
+    return sum(1 + beam * max(len(h) for h in r.hypotheses) for r in results)
 
 
 if __name__ == "__main__":

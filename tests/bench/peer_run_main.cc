@@ -209,11 +209,13 @@ int main(int argc, char** argv) {
   const double fma_peak = glossa::bench::MeasureFmaPeak();
   const auto encoder_before = engine.metrics().encoder_seconds.Read();
   const auto steps_before = engine.metrics().decode_step_seconds.Read();
+  const auto rows_before = engine.metrics().batch_sequences.Read();
   const Clock::time_point start = Clock::now();
   auto best = RunJob(engine, sources->sources, *search);
   const double wall = Seconds(Clock::now() - start);
   const auto encoder_after = engine.metrics().encoder_seconds.Read();
   const auto steps_after = engine.metrics().decode_step_seconds.Read();
+  const auto rows_after = engine.metrics().batch_sequences.Read();
   if (!best.ok()) return Fail(std::string(best.status().message()), 1);
 
   const int eos = (*model)->config().eos_id;
@@ -260,6 +262,9 @@ int main(int argc, char** argv) {
       {"encoder_calls", encoder_after.count - encoder_before.count},
       {"decode_steps_s", Round(steps_after.sum - steps_before.sum, 4)},
       {"decode_steps", steps_after.count - steps_before.count},
+      // Decoder rows computed (one per active beam per step): the decoding work, which for
+      // beam search depends on the stopping rule, not only on the tokens output.
+      {"decoder_rows", std::llround(rows_after.sum - rows_before.sum)},
       {"peak_rss_mb", Round(glossa::bench::ProcStatusMb("VmHWM"), 1)},
       {"fma_peak_gflops", Round(fma_peak * 1e-9, 1)},  // one core, just before the timed run
   };

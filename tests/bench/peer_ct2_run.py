@@ -24,8 +24,10 @@ glossa-peer-run reports its own (one per active beam per step). With a length pe
 CTranslate2's beam search ends a sentence when --beam_size hypotheses are finished (its patience
 1; Hugging Face's early_stopping=True, where Glossa follows the model's generation config), and
 it runs the first step on one row: a sentence whose longest finished hypothesis has L tokens
-without end of sentence took 1 + beam_size * L rows (greedy: 1 + L; one row less where the
-length limit cut it). Not with --target_prefix (its forced steps are counted differently).
+without end of sentence took 1 + beam_size * L rows (greedy: 1 + L), beam_size rows fewer where
+the length limit cut it. Not with --target_prefix (its forced steps are counted differently),
+nor with length_penalty 0 (CTranslate2 then stops on its top beam and --beam_size hypotheses
+would change when).
 Prints one JSON line on stderr.
 """
 import argparse

@@ -56,7 +56,8 @@ figure NOTES-debian.md gives for its machine, only where a run reports none):
   FLOP = decoder_rows x 2 x (dec_layers x (6 d^2 + 2 d ffn) + d vocab)
        + source_tokens x 2 x (enc_layers x (4 d^2 + 2 d ffn) + dec_layers x 2 d^2)
 over the timed seconds (decoder_rows: the rows Glossa's decoder computed, one per active beam per
-step, as glossa-peer-run reports them; target_tokens x beam where a run reports none), divided by (peak x workers x threads). Attention scores are left out.
+step, as glossa-peer-run reports them; target_tokens x beam where a run reports none), divided by
+(peak x workers x threads). Attention scores are left out.
 The table's "peak" column gives the measured GFLOP/s per core.
 For the demo model, greedy, it equals glossa-bench's figure.
 
@@ -65,7 +66,8 @@ rules differ: Glossa ends a sentence where Hugging Face's generate() does (the m
 early_stopping, false for Marian: after `beam` finished hypotheses, only once the best running
 one cannot beat them), CTranslate2 once `beam` hypotheses are finished. With --count_rows the
 peer's first run of each cell also counts its rows (peer_ct2_run.py --decoder_rows: an untimed
-second pass), and the table gives each engine's decoder rows per target token.
+second pass), and the table gives each engine's decoder rows per target token (not for
+nllb-600m: the peer's target prefix steps are not counted there).
 
 Skips (exit 0, a line saying why) when ../shared/peer/ctranslate2 is not there or the peer cannot
 be imported (it needs Debian's python3-sentencepiece and python3-numpy).
@@ -413,7 +415,8 @@ def main():
                         for rep in range(max(1, args.repeats)):
                             order = commands if rep % 2 == 0 else list(reversed(commands))
                             for key, run_env, cmd in order:
-                                if key == "ctranslate2" and rep == 0 and args.count_rows:
+                                if (key == "ctranslate2" and rep == 0 and args.count_rows
+                                        and "--target_prefix" not in cmd):
                                     cmd = cmd + ["--decoder_rows"]
                                 r = run_engine(cmd, run_env, args.timeout)
                                 r["load_average_1m"] = os.getloadavg()[0]

@@ -63,7 +63,7 @@ def main():
         "matmul_share": round(total_ms * 1e-3 / report["wall_s"], 4),
         "matmul_gflops": round(gflops, 1),
         "matmul_peak_share": round(gflops / peak, 4) if peak else None,
-        "top_shapes": [[shape, s[0], round(s[1], 1), round(s[2] / s[1] * 1e-6, 1)]
+        "top_shapes": [[shape, s[0], round(s[1], 1), round(s[2] / s[1] * 1e-6, 1) if s[1] else None]
                        for shape, s in sorted(shapes.items(), key=lambda kv: -kv[1][1])[:5]],
     })
     print(json.dumps(report))

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "text/languages.h"
 #include "util/status_macros.h"
+#include "util/malloc_tuning.h"
 #include "util/threads.h"
 
 namespace glossa {
@@ -57,6 +58,7 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options)
             std::max<int64_t>(1, options.kv_cache_bytes /
                                      (KvCache::BlockFloats(model_->config().decoder_layers,
                                                            model_->config().d_model) * 4))) {
+  RetainFreedMemory();
   const ModelConfig& c = model_->config();
   options_.max_output_tokens = MaxOutputTokens(*model_, options_.max_output_tokens);
   options_.workers = std::max(0, options_.workers);

@@ -21,11 +21,11 @@ Decoder::Decoder(const ModelConfig& config, const ModelWeights& weights)
 
 void Decoder::PrecomputeCrossKv(EncodedBatch& batch) const {
   const int64_t n = batch.total_rows, d = config_.d_model;
-  batch.cross_kv.resize(static_cast<size_t>(config_.decoder_layers) * 2 * n * d);
+  batch.cross_kv.reset(new float[static_cast<size_t>(config_.decoder_layers) * 2 * n * d]);
   for (int l = 0; l < config_.decoder_layers; ++l) {
     const AttentionWeights& w = weights_.decoder_layers[l].cross_attn;
-    w.k->Forward(batch.hidden.data(), n, batch.cross_kv.data() + (int64_t{l} * 2) * n * d);
-    w.v->Forward(batch.hidden.data(), n, batch.cross_kv.data() + (int64_t{l} * 2 + 1) * n * d);
+    w.k->Forward(batch.hidden.data(), n, batch.cross_kv.get() + (int64_t{l} * 2) * n * d);
+    w.v->Forward(batch.hidden.data(), n, batch.cross_kv.get() + (int64_t{l} * 2 + 1) * n * d);
   }
 }
 

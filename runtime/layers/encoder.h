@@ -20,13 +20,14 @@ struct EncodedBatch {
   std::vector<int> lengths;  // [sources] tokens of each source
   int64_t total_rows = 0;
   std::vector<float> hidden;    // [total_rows, d_model] encoder output
-  std::vector<float> cross_kv;  // [decoder_layers][2][total_rows][d_model]
+  // [decoder_layers][2][total_rows][d_model]; not zero-filled: PrecomputeCrossKv writes it all
+  std::unique_ptr<float[]> cross_kv;
 
   const float* CrossKey(int layer, int source) const {
-    return cross_kv.data() + ((int64_t{layer} * 2) * total_rows + offsets[source]) * d_model;
+    return cross_kv.get() + ((int64_t{layer} * 2) * total_rows + offsets[source]) * d_model;
   }
   const float* CrossValue(int layer, int source) const {
-    return cross_kv.data() + ((int64_t{layer} * 2 + 1) * total_rows + offsets[source]) * d_model;
+    return cross_kv.get() + ((int64_t{layer} * 2 + 1) * total_rows + offsets[source]) * d_model;
   }
 };
 

@@ -1,0 +1,21 @@
+#ifndef GLOSSA_RUNTIME_UTIL_MALLOC_TUNING_H_
+#define GLOSSA_RUNTIME_UTIL_MALLOC_TUNING_H_
+
+namespace glossa {
+
+// Makes glibc's malloc keep memory the process frees for its next allocations instead of handing
+// it back to the kernel at once. A worker encodes a few sources every few steps and frees their
+// cross-attention keys and values when they finish: with glibc's defaults those buffers (hundreds
+// of KB to MBs) are mapped and unmapped, or trimmed off the heap, again and again, and every page
+// of the next one faults in anew — on a virtual machine a page fault is expensive (about 3% of a
+// demo greedy batch-32 run on one core went to them; tests/bench/peer_compare.py, README). Sets
+// the mmap threshold to 32 MB (glibc's largest dynamic value: larger blocks are still mapped) and
+// the trim threshold to 256 MB (free memory above it at the top of a heap is still returned).
+// Peak RSS does not grow; RSS after a burst stays nearer its peak. Does nothing when the
+// environment already tunes malloc (GLIBC_TUNABLES naming glibc.malloc, or MALLOC_*_ variables).
+// Idempotent; the engine calls it when it is created.
+void RetainFreedMemory();
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_UTIL_MALLOC_TUNING_H_

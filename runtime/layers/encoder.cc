@@ -14,7 +14,7 @@ namespace {
 // batch-32 run on one core). Buffers only grow; past kKeepBytes they are let go after the call,
 // so a rare long batch does not pin its memory.
 struct EncoderScratch {
-  static constexpr int64_t kKeepBytes = int64_t{32} << 20;
+  static constexpr int64_t kKeepBytes = int64_t{8} << 20;
   std::vector<float> h, q, k, v, a, ffn, scores;
 
   void Size(int64_t rows, int64_t d, int64_t ffn_dim, int64_t score_floats) {

@@ -26,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "ops/gemv.h"
 #include "ops/linear.h"
+#include "util/threads.h"
 
 ABSL_FLAG(std::string, shape, "demo",
           "Decoder shape: demo (d_model 256, 3 layers, vocabulary 15315), base (512, 6, 58000) "
@@ -38,6 +39,9 @@ ABSL_FLAG(std::string, matrix, "",
           "--part");
 ABSL_FLAG(int, copies, 1, "With --matrix: how many distinct matrices, run one after another");
 ABSL_FLAG(int, rows, 32, "Rows per product (batch x beams)");
+ABSL_FLAG(int, threads, 1,
+          "OpenMP threads of both arms (the engine runs one per worker; OpenMP's own default is "
+          "every CPU, which made earlier figures two-thread ones on the 2-core machine)");
 ABSL_FLAG(int, rounds, 20, "Timed rounds; each runs the kernel and oneDNN, in alternating order");
 
 namespace {
@@ -60,6 +64,7 @@ int main(int argc, char** argv) {
       "[--rows 32] [--rounds 20]\n  gemv-paired --matrix INxOUT [--copies N] [--rows 32] "
       "[--rounds 20]");
   absl::ParseCommandLine(argc, argv);
+  glossa::SetComputeThreads(absl::GetFlag(FLAGS_threads));
   const std::string shape_name = absl::GetFlag(FLAGS_shape), part = absl::GetFlag(FLAGS_part);
   const int rows = absl::GetFlag(FLAGS_rows), rounds = absl::GetFlag(FLAGS_rounds);
   Shape shape;
@@ -142,6 +147,7 @@ int main(int argc, char** argv) {
       {"matrix", matrix},
       {"copies", matrix.empty() ? 0 : copies},
       {"rows", rows},
+      {"threads", glossa::ComputeThreads()},
       {"rounds", rounds},
       {"kernel_ms", Round(k * 1e3, 3)},
       {"onednn_ms", Round(o * 1e3, 3)},

@@ -496,6 +496,9 @@ void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
   const absl::Time start = Now();
   std::shared_ptr<EncodedBatch> encoded = model_->encoder().Encode(sources);
   model_->decoder().PrecomputeCrossKv(*encoded);
+  // From here on the sequences read only the cross keys and values: the encoder output goes
+  // back to malloc now, for the next call to reuse, instead of living as long as the sentences.
+  std::vector<float>().swap(encoded->hidden);
   metrics_.encoder_seconds.Observe(absl::ToDoubleSeconds(Now() - start));
   int64_t longest = 0;
   for (const auto& src : sources) longest = std::max<int64_t>(longest, src.size());

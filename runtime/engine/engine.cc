@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "text/languages.h"
-#include "util/status_macros.h"
 #include "util/malloc_tuning.h"
+#include "util/status_macros.h"
 #include "util/threads.h"
 
 namespace glossa {

@@ -19,7 +19,8 @@ struct EncodedBatch {
   std::vector<int> offsets;  // [sources] first row of each source
   std::vector<int> lengths;  // [sources] tokens of each source
   int64_t total_rows = 0;
-  std::vector<float> hidden;    // [total_rows, d_model] encoder output
+  // [total_rows, d_model] encoder output; the engine frees it once PrecomputeCrossKv has run
+  std::vector<float> hidden;
   // [decoder_layers][2][total_rows][d_model]; not zero-filled: PrecomputeCrossKv writes it all
   std::unique_ptr<float[]> cross_kv;
 

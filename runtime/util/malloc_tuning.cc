@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 extern char** environ;
 
@@ -22,13 +21,14 @@ bool EnvironmentTunesMalloc() {
 
 }  // namespace
 
-void RetainFreedMemory() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (EnvironmentTunesMalloc()) return;
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  });
+bool RetainFreedMemory() {
+  // A function-local static is initialised once, thread-safely.
+  static const bool tuned = [] {
+    if (EnvironmentTunesMalloc()) return false;
+    // glibc's mallopt returns 1 on success.
+    return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 256 << 20) == 1;
+  }();
+  return tuned;
 }
 
 }  // namespace glossa

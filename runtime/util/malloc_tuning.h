@@ -14,7 +14,8 @@ namespace glossa {
 // a heap is still returned). Peak RSS grew by 3-4 MB in those runs, and RSS after a burst stays
 // nearer its peak. Does nothing when the environment already tunes malloc (GLIBC_TUNABLES naming
 // glibc.malloc, or MALLOC_*_ variables). Idempotent; the engine calls it when it is created.
-void RetainFreedMemory();
+// Returns whether it tuned malloc (the same answer on every call).
+bool RetainFreedMemory();
 
 }  // namespace glossa
 

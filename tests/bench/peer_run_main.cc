@@ -79,6 +79,12 @@ namespace {
 using Json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
+int64_t MinorFaults() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 int Fail(const std::string& message, int code) {
@@ -211,9 +217,11 @@ int main(int argc, char** argv) {
   const auto encoder_before = engine.metrics().encoder_seconds.Read();
   const auto steps_before = engine.metrics().decode_step_seconds.Read();
   const auto rows_before = engine.metrics().batch_sequences.Read();
+  const int64_t faults_before = MinorFaults();
   const Clock::time_point start = Clock::now();
   auto best = RunJob(engine, sources->sources, *search);
   const double wall = Seconds(Clock::now() - start);
+  const int64_t faults = MinorFaults() - faults_before;
   const auto encoder_after = engine.metrics().encoder_seconds.Read();
   const auto steps_after = engine.metrics().decode_step_seconds.Read();
   const auto rows_after = engine.metrics().batch_sequences.Read();
@@ -266,6 +274,8 @@ int main(int argc, char** argv) {
       // Decoder rows computed (one per active beam per step): the decoding work, which for
       // beam search depends on the stopping rule, not only on the tokens output.
       {"decoder_rows", std::llround(rows_after.sum - rows_before.sum)},
+      // Page faults in the timed run (the process's, all threads): memory first touched then.
+      {"minor_faults", faults},
       {"peak_rss_mb", Round(glossa::bench::ProcStatusMb("VmHWM"), 1)},
       {"fma_peak_gflops", Round(fma_peak * 1e-9, 1)},  // one core, just before the timed run
   };

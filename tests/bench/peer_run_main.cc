@@ -45,6 +45,7 @@
 #include "engine/engine.h"
 #include "engine/model.h"
 #include "engine/text_job.h"
+#include "ops/gemv.h"
 #include "nlohmann/json.hpp"
 #include "text/languages.h"
 #include "util/threads.h"
@@ -70,6 +71,9 @@ ABSL_FLAG(int, first_max_output_tokens, 16,
           "(0: the run's --max_output_tokens), no minimum");
 ABSL_FLAG(std::string, source_language, "", "Source language (multilingual models)");
 ABSL_FLAG(std::string, target_language, "", "Target language (multilingual models)");
+ABSL_FLAG(bool, small_row_kernel, true,
+          "Run float32 products of up to 32 rows through ops/gemv.h's kernel (false: oneDNN's "
+          "matmul for every row count, to compare the two)");
 ABSL_FLAG(int64_t, kv_cache_mb, 16384,
           "KV cache budget (worst case of the admitted sequences; blocks are allocated as used). "
           "Large, so that it never limits a batch: CTranslate2 has no such limit");
@@ -131,6 +135,7 @@ int main(int argc, char** argv) {
       "  glossa-peer-run --model FILE --input FILE [--beam_size 1] [--batch_size 32] "
       "[--workers 1] [--threads 1]");
   absl::ParseCommandLine(argc, argv);
+  glossa::gemv::internal::SetEnabled(absl::GetFlag(FLAGS_small_row_kernel));
   const int workers = std::max(1, absl::GetFlag(FLAGS_workers));
   const int threads = std::max(1, absl::GetFlag(FLAGS_threads));
   const int beam = std::max(1, absl::GetFlag(FLAGS_beam_size));
@@ -256,6 +261,7 @@ int main(int argc, char** argv) {
       {"batch_size", batch},
       {"workers", workers},
       {"threads", threads},
+      {"small_row_kernel", absl::GetFlag(FLAGS_small_row_kernel)},
       {"sentences", lines->size()},
       {"source_tokens", source_tokens},
       {"target_tokens", target_tokens},

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "layers/attention.h"
+#include "ops/gemv.h"
 #include "ops/ops.h"
 
 namespace glossa {
@@ -78,6 +79,7 @@ void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float
                    const LogitsSummary* summary) const {
   const int64_t n = static_cast<int64_t>(rows.size()), d = config_.d_model;
   if (n == 0) return;
+  const gemv::StreamingScope streaming;  // every weight comes from memory: see ops/gemv.h
   int max_keys = 1;
   s.ids.resize(n);
   s.positions.resize(n);

@@ -371,7 +371,7 @@ void OnednnProduct(int64_t rows, const memory& packed, const float* x, const flo
 // Tries each chunk length on synthetic weights of `in` inputs; see MatchingChunk.
 int64_t ProbeChunk(int64_t in, bool bias, bool accumulate, Activation activation) {
   constexpr int64_t kOut = 4 * kSlabCols + 16;  // several slabs and a partial one
-  constexpr int64_t kRows = 32;                 // a batch row count: 1..kMaxRows are checked
+  constexpr int64_t kRows = kMaxRows;           // a batch row count: 1..kMaxRows are checked
   static_assert(kRows >= kMaxRows);
   std::vector<float> plain(in * kOut), x(kRows * in), b(kOut), start(kRows * kOut);
   Fill(plain, 1, 0.05f);
@@ -412,6 +412,15 @@ int64_t ProbeChunk(int64_t in, bool bias, bool accumulate, Activation activation
 }
 
 }  // namespace
+
+namespace {
+thread_local int streaming_scopes = 0;
+}  // namespace
+
+StreamingScope::StreamingScope() { ++streaming_scopes; }
+StreamingScope::~StreamingScope() { --streaming_scopes; }
+
+int64_t RowLimit() { return streaming_scopes > 0 ? kMaxRows : kMaxCachedRows; }
 
 int64_t SlabStride(const memory::desc& packed, int64_t in) {
   const dnnl_memory_desc_t& d = packed.data;

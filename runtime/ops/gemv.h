@@ -15,8 +15,18 @@
 //    thread +11-23% (base, big, demo). Each group of 6 rows is written as oneDNN's brgemm loop
 //    (named accumulators, inputs 4 at a time): +8-12% over the first version at 32 rows where
 //    the weights come from cache (demo, big). At 64 and 128 rows it and oneDNN were within
-//    ±10% of each other, ahead on some shapes and behind on others, hence kMaxRows.
+//    ±10% of each other, ahead on some shapes and behind on others.
 // Both are measured in tests/bench/linear_bench's BM_SmallRows.
+//
+// Which calls: pieces of up to kMaxCachedRows rows always; up to kMaxRows while a
+// StreamingScope is alive on the calling thread (the decoder's steps: beam 4 at batch 32 runs
+// pieces of 33-64 rows). There the weights stream from memory every call, and oneDNN's kernel,
+// whose own prefetch runs under 2 KB ahead, waits for them in its inner loop: on the 2-core
+// Zen 5 VM, where such waits come and go from one run to the next, OPUS-MT base beam 4 batch 32
+// on one core gave median 328 target tokens/s against 275 with oneDNN for 33-64 rows (11
+// alternating pairs; 240-363 against 223-365), the demo's beam 4 -1% (3 pairs). The encoder
+// reuses each weight matrix for many pieces from cache, where oneDNN is faster: it keeps
+// oneDNN above kMaxCachedRows.
 //
 // Exactness: the kernel sums each output in the same order as oneDNN's f32 brgemm, so results
 // are bit-identical to the matmul they replace and to every other row count (a sentence's output
@@ -35,7 +45,8 @@
 
 namespace glossa::gemv {
 
-constexpr int64_t kMaxRows = 32;
+constexpr int64_t kMaxRows = 64;        // inside a StreamingScope
+constexpr int64_t kMaxCachedRows = 32;  // outside one
 constexpr int64_t kSlabCols = 64;  // output columns per slab of the packed layout
 
 // Floats between consecutive 64-column slabs when `packed` (the weights {in, out}) has the
@@ -58,6 +69,20 @@ struct PackedWeights {
 // activation then); rows in 1..kMaxRows, bias may be null. Uses the caller's OpenMP team size.
 void Forward(const PackedWeights& w, const float* x, int64_t rows, const float* bias,
              bool accumulate, Activation activation, float* y);
+
+// While alive, float32 Linear products of up to kMaxRows rows on this thread run this kernel
+// (see "Which calls" above). Scopes nest.
+class StreamingScope {
+ public:
+  StreamingScope();
+  ~StreamingScope();
+  StreamingScope(const StreamingScope&) = delete;
+  StreamingScope& operator=(const StreamingScope&) = delete;
+};
+
+// The most rows a call on this thread may hand to the kernel now: kMaxRows inside a
+// StreamingScope, kMaxCachedRows outside.
+int64_t RowLimit();
 
 namespace internal {
 // Whether Linear uses this kernel where it can: true where the CPU has AVX-512F, unless turned

@@ -504,7 +504,7 @@ bool Linear::ForwardPieceInBlocks(const float* x, int64_t rows, int64_t first_ro
   float* out = memories.BlockOutput(rows * kColumnBlock);
   // Few rows: ops/gemv.h's kernel over each block of the packed weights (itself a packed matrix
   // of that width).
-  const int64_t chunk = rows <= gemv::kMaxRows ? GemvChunk(false) : 0;
+  const int64_t chunk = rows <= gemv::RowLimit() ? GemvChunk(false) : 0;
   if (chunk > 0) {
     const auto* packed = static_cast<const float*>(packed_weight_mem_.get_data_handle());
     const auto* bias = bias_mem_ ? static_cast<const float*>(bias_mem_.get_data_handle()) : nullptr;
@@ -565,7 +565,7 @@ void Linear::ForwardInColumnBlocks(const float* x, int64_t rows, float* y, Block
 
 void Linear::ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (IsInt8(compute_)) return ForwardInt8Piece(x, rows, y, accumulate);
-  if (rows <= gemv::kMaxRows && ForwardSmallRows(x, rows, y, accumulate)) return;
+  if (rows <= gemv::RowLimit() && ForwardSmallRows(x, rows, y, accumulate)) return;
   const void* src = x;
   if (compute_ == ComputeType::kBFloat16) {
     uint16_t* converted = ThreadMemories::Get().Bf16Input(rows * in_);

@@ -31,9 +31,9 @@
 // call of each row count, so every caller of one Linear should run with the same team size
 // (omp_get_max_threads): a Linear first used by a 1-thread caller stays 1 thread.
 //
-// Few rows: float32 pieces of 1 to gemv::kMaxRows (32) rows (decoder steps) run ops/gemv.h's
-// kernel over the same packed weights, which streams them faster and gives the same bits as
-// oneDNN.
+// Few rows: float32 pieces of 1 to gemv::RowLimit() rows (32; 64 in decoder steps) run
+// ops/gemv.h's kernel over the same packed weights, which streams them faster and gives the
+// same bits as oneDNN.
 //
 // Thread safety: Forward may be called concurrently from any number of threads, on the same Linear
 // too. Primitive lookup is a lock-free atomic load; creation takes a mutex once per
@@ -122,7 +122,7 @@ class Linear {
   // L2, and rows it needs no more of are never written to memory. Each block is its own oneDNN
   // matmul over that block of the packed weights, into a per-thread buffer of
   // rows x kColumnBlock (oneDNN 2.6's brgemm takes no strided output; with one it picks gemm:jit
-  // and the plain weights); pieces of up to gemv::kMaxRows rows run ops/gemv.h's kernel on each
+  // and the plain weights); pieces of up to gemv::RowLimit() rows run ops/gemv.h's kernel on each
   // block. This applies to float32 with the packed layout, no activation and one OpenMP thread;
   // otherwise Forward writes the whole product into y and the blocks are views of y. So y [rows,
   // out] is working space: what done does not copy out of a block may or may not be there
@@ -150,7 +150,7 @@ class Linear {
   bool PackInSlices(const PackedSliceDone& packed_slice);
   void ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const;
   void ForwardInt8Piece(const float* x, int64_t rows, float* y, bool accumulate) const;
-  // float32 calls of at most gemv::kMaxRows rows, through ops/gemv.h where it reproduces oneDNN's
+  // float32 calls of at most gemv::RowLimit() rows, through ops/gemv.h where it reproduces oneDNN's
   // sums on this machine; false (nothing done) otherwise.
   bool ForwardSmallRows(const float* x, int64_t rows, float* y, bool accumulate) const;
   // gemv::MatchingChunk for these weights (found on first use), 0 where the kernel is not used.

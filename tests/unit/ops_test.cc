@@ -178,7 +178,8 @@ INSTANTIATE_TEST_SUITE_P(ComputeTypes, LinearPackingTest,
                                            ComputeType::kInt8, ComputeType::kInt8Fast),
                          [](const auto& info) { return ComputeTypeName(info.param); });
 
-// Calls of 1 to gemv::kMaxRows float32 rows run ops/gemv.h's kernel: its results equal oneDNN's
+// Calls of 1 to gemv::kMaxRows float32 rows run ops/gemv.h's kernel (in a StreamingScope, as
+// decoder steps do; outside one, up to kMaxCachedRows): its results equal oneDNN's
 // for the same rows bit for bit, and the same rows inside a larger call that oneDNN runs (a
 // sentence's output does not depend on its batch), for the shapes and epilogues of the supported
 // models.
@@ -209,6 +210,7 @@ TEST_P(SmallRowsTest, EqualsOnednnAndTheSameRowsInABatch) {
     for (const bool kernel : {true, false}) {
       gemv::internal::SetEnabled(kernel);
       std::vector<float> few(start.begin(), start.begin() + rows * c.out);
+      const gemv::StreamingScope streaming;  // the kernel up to kMaxRows (when enabled)
       linear.Forward(x.data(), rows, few.data(), c.accumulate);
       EXPECT_TRUE(std::equal(few.begin(), few.end(), together.begin(),
                              [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; }))

@@ -72,8 +72,8 @@ ABSL_FLAG(int, first_max_output_tokens, 16,
 ABSL_FLAG(std::string, source_language, "", "Source language (multilingual models)");
 ABSL_FLAG(std::string, target_language, "", "Target language (multilingual models)");
 ABSL_FLAG(bool, small_row_kernel, true,
-          "Run float32 products of up to 32 rows through ops/gemv.h's kernel (false: oneDNN's "
-          "matmul for every row count, to compare the two)");
+          "Run float32 products of few rows (up to 32; 64 in decoder steps) through ops/gemv.h's "
+          "kernel (false: oneDNN's matmul for every row count, to compare the two)");
 ABSL_FLAG(int64_t, kv_cache_mb, 16384,
           "KV cache budget (worst case of the admitted sequences; blocks are allocated as used). "
           "Large, so that it never limits a batch: CTranslate2 has no such limit");

@@ -6,8 +6,9 @@
 //   gemv-paired --matrix 256x1024 [--copies 1] ...: COPIES distinct matrices of that size instead
 //   (one copy: its weights stay in L2 from round to round; 15 copies of 1 MB: each round reads
 //   them from L3, as a decoder step does).
-// Run with OMP_NUM_THREADS=1, as the engine runs one OpenMP thread per worker. Rows above
-// gemv::kMaxRows run oneDNN in both arms (the ratio is then ~1). A tool, not a test.
+// Run with OMP_NUM_THREADS=1, as the engine runs one OpenMP thread per worker. The products run
+// in a gemv::StreamingScope, as a decoder step's do; rows above gemv::kMaxRows run oneDNN in
+// both arms (the ratio is then ~1). A tool, not a test.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
   for (float& f : x) f = uniform(rng);
   auto step_seconds = [&](bool kernel) {
     glossa::gemv::internal::SetEnabled(kernel);
+    const glossa::gemv::StreamingScope streaming;  // as Decoder::Step
     const auto start = std::chrono::steady_clock::now();
     for (const auto& linear : linears) linear->Forward(x.data(), rows, y.data());
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -14,7 +14,8 @@
 //   BM_SmallRows/rows/kernel          one decoder step's matrices of OPUS-MT base, twice over
 //                                    (~410 MB, more than this machine's share of L3), at 1 to
 //                                    128 rows, with ops/gemv.h's kernel on (1) or off (0:
-//                                    oneDNN; also above gemv::kMaxRows rows); counter GB/s of
+//                                    oneDNN; also above gemv::kMaxRows rows; in a
+//                                    gemv::StreamingScope, as a decoder step); counter GB/s of
 //                                    weights streamed.
 // Counters: GFLOP/s of the matmul, or of the 4·keys·d_model FLOP of attention.
 // No figure is checked: this is a tool for comparing changes on one machine.
@@ -139,6 +140,7 @@ BENCHMARK(BM_PlainMatmul)->Apply(LinearShapes)->ArgNames({"in", "out", "rows"});
 void BM_SmallRows(benchmark::State& state) {
   const int64_t rows = state.range(0);
   glossa::gemv::internal::SetEnabled(state.range(1) != 0);
+  const glossa::gemv::StreamingScope streaming;  // as Decoder::Step
   std::vector<std::pair<int64_t, int64_t>> shapes;
   for (int copy = 0; copy < 2; ++copy) {
     for (int layer = 0; layer < 6; ++layer) {

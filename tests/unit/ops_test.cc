@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -248,8 +249,13 @@ TEST_P(ColumnBlocksTest, EqualsForwardAndReportsEveryBlock) {
   const auto w = Random(c.out * c.in, rng, 0.05f), b = Random(c.out, rng);
   Linear linear(w.data(), c.bias ? b.data() : nullptr, c.in, c.out);
   const int64_t blocks = (c.out + Linear::kColumnBlock - 1) / Linear::kColumnBlock;
-  for (int64_t rows :
-       {int64_t{1}, gemv::kMaxRows, gemv::kMaxRows + 1, int64_t{128}, Linear::kMaxPieceRows + 44}) {
+  // (rows, in a StreamingScope): the kernel's limits on each side, outside and inside a scope.
+  const std::pair<int64_t, bool> calls[] = {
+      {1, false},   {gemv::kMaxCachedRows, false},       {gemv::kMaxCachedRows + 1, false},
+      {128, false}, {Linear::kMaxPieceRows + 44, false}, {gemv::kMaxRows, true}};
+  for (const auto& [rows, streaming] : calls) {
+    std::optional<gemv::StreamingScope> scope;
+    if (streaming) scope.emplace();
     const auto x = Random(rows * c.in, rng);
     std::vector<float> whole(rows * c.out), blocked(rows * c.out, NAN);
     linear.Forward(x.data(), rows, whole.data());

@@ -4,6 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <numeric>
+#include <random>
+
+#include <sys/mman.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -141,6 +145,66 @@ double MeasureFmaPeak(double seconds) {
 #endif
   (void)seconds;
   return 0.0;
+}
+
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// GB/s of one in-order read of words[0, n), the faster of two passes.
+double ReadRate(const uint64_t* words, size_t n) {
+  double best = 0.0;
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i + 4 <= n; i += 4) a += words[i], b += words[i + 1], c += words[i + 2], d += words[i + 3];
+    const double seconds = SecondsSince(start);
+    volatile uint64_t sink = a + b + c + d;
+    (void)sink;
+    if (seconds > 0) best = std::max(best, static_cast<double>(n * 8) / seconds * 1e-9);
+  }
+  return best;
+}
+
+// ns per load of a chain that visits the cache lines of `words` (n words, 8 per line) in random
+// order: each line's first word holds the index of the next line.
+double ChaseLatency(uint64_t* words, size_t n) {
+  const size_t lines = n / 8;
+  std::vector<uint32_t> order(lines);
+  std::iota(order.begin(), order.end(), 0u);
+  std::mt19937_64 rng(7);
+  for (size_t i = lines - 1; i > 0; --i) {  // Sattolo: one cycle through every line
+    std::swap(order[i], order[std::uniform_int_distribution<size_t>(0, i - 1)(rng)]);
+  }
+  for (size_t i = 0; i < lines; ++i) words[order[i] * 8] = order[(i + 1) % lines];
+  const size_t hops = std::min<size_t>(lines, size_t{1} << 20);
+  uint64_t at = order[0];
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t h = 0; h < hops; ++h) at = words[at * 8];
+  const double seconds = SecondsSince(start);
+  volatile uint64_t sink = at;
+  (void)sink;
+  return seconds / static_cast<double>(hops) * 1e9;
+}
+
+}  // namespace
+
+MemoryProbe MeasureMemory(int mib) {
+  const size_t bytes = static_cast<size_t>(mib) << 20;
+  void* mapped =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) return {};
+  auto* words = static_cast<uint64_t*>(mapped);
+  const size_t n = bytes / sizeof(uint64_t);
+  std::iota(words, words + n, uint64_t{0});
+  MemoryProbe probe;
+  probe.read_gbps = ReadRate(words, n);
+  probe.chase_ns = ChaseLatency(words, n);
+  munmap(mapped, bytes);
+  std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM = VmRSS (Linux 4.0+)
+  return probe;
 }
 
 }  // namespace glossa::bench

@@ -37,6 +37,20 @@ std::string CpuModel();
 // roofline shares of glossa-bench and peer_compare.py divide by it. 0 without AVX2+FMA.
 double MeasureFmaPeak(double seconds = 0.3);
 
+// How fast this process reads memory now, from a fresh `mib` MiB anonymous mapping (well past
+// the last-level cache): `read_gbps`, one core reading it in order (the hardware prefetchers'
+// case); `chase_ns`, the time per load of a chain through its cache lines in random order (each
+// load waits for the one before, so it is DRAM latency plus a page walk for most loads). On the
+// 2-core VM, Glossa's float32 speed moves by up to 2x between processes and half hours while the
+// FMA peak does not; these figures tell whether the memory moved with it. The mapping is gone on
+// return, and the process's peak RSS (VmHWM) is reset to its RSS then, so that a later peak
+// RSS reading does not include it. Zeros when the mapping fails.
+struct MemoryProbe {
+  double read_gbps = 0.0;
+  double chase_ns = 0.0;
+};
+MemoryProbe MeasureMemory(int mib = 128);
+
 }  // namespace glossa::bench
 
 #endif  // GLOSSA_TESTS_BENCH_BENCH_UTIL_H_

@@ -61,6 +61,11 @@ step, as glossa-peer-run reports them; target_tokens x beam where a run reports 
 The table's "peak" column gives the measured GFLOP/s per core.
 For the demo model, greedy, it equals glossa-bench's figure.
 
+Memory (Glossa's per-run lines and its runs in --json): each glossa-peer-run first reads a fresh
+128 MiB mapping in order (read_gbps) and chases a chain through its cache lines in random order
+(chase_ns per load), before its model loads. On the 2-core VM Glossa's float32 speed swings by
+up to 2x between processes while the FMA peak stays put: these say whether the memory moved too.
+
 Decoder rows (--count_rows): beam search's work is its decoder rows, and the engines' stopping
 rules differ: Glossa ends a sentence where Hugging Face's generate() does (the model's
 early_stopping, false for Marian: after `beam` finished hypotheses, only once the best running
@@ -425,7 +430,9 @@ def main():
                                     "%d tokens, %.1f s" % (name, compute, workers, threads, beam,
                                                            batch, rep + 1, key,
                                                            r["target_tokens_per_s"],
-                                                           r["target_tokens"], r["process_s"]))
+                                                           r["target_tokens"], r["process_s"])
+                                    + ("; memory %.1f GB/s, %.0f ns a random load"
+                                       % (r["read_gbps"], r["chase_ns"]) if "chase_ns" in r else ""))
                         peer = median_run(runs["ctranslate2"])
                         for label, _, _ in variants:
                             mine = median_run(runs["glossa:" + label])

@@ -18,6 +18,8 @@
 // counted (CTranslate2's count leaves out both too). encoder_s and decode_steps_s split the
 // timed run (from the engine's metrics, summed over workers; the rest is admission and queueing).
 // fma_peak_gflops: one core's fp32 FMA rate, measured just before the timed run (bench_util.h).
+// read_gbps, chase_ns: this process's memory read rate and latency, measured before the model
+// loads (bench_util.h's MeasureMemory; ~0.5 s, not in any timed figure).
 //
 // --min_output_tokens may equal --max_output_tokens (end of sentence never allowed, so every
 // output has exactly that many tokens): the benchmark's fixed-length mode for random-weight
@@ -143,6 +145,9 @@ int main(int argc, char** argv) {
   auto lines = glossa::bench::ReadLines(absl::GetFlag(FLAGS_input), 0);
   if (!lines.ok()) return Fail(std::string(lines.status().message()), 2);
 
+  // Before the model loads: the probe's mapping is gone and the peak RSS reset by the time the
+  // model's memory is touched.
+  const glossa::bench::MemoryProbe memory = glossa::bench::MeasureMemory();
   glossa::SetComputeThreads(threads);
   const Clock::time_point t0 = Clock::now();
   glossa::ModelOptions model_options;
@@ -284,6 +289,9 @@ int main(int argc, char** argv) {
       {"minor_faults", faults},
       {"peak_rss_mb", Round(glossa::bench::ProcStatusMb("VmHWM"), 1)},
       {"fma_peak_gflops", Round(fma_peak * 1e-9, 1)},  // one core, just before the timed run
+      // This process's memory before the model loaded (bench_util.h's MeasureMemory).
+      {"read_gbps", Round(memory.read_gbps, 1)},
+      {"chase_ns", Round(memory.chase_ns, 1)},
   };
   std::cerr << report.dump() << std::endl;
   return 0;

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <vector>
 
 #include <sys/mman.h>
 
@@ -159,7 +161,9 @@ double ReadRate(const uint64_t* words, size_t n) {
   for (int pass = 0; pass < 2; ++pass) {
     const auto start = std::chrono::steady_clock::now();
     uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i + 4 <= n; i += 4) a += words[i], b += words[i + 1], c += words[i + 2], d += words[i + 3];
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+      a += words[i], b += words[i + 1], c += words[i + 2], d += words[i + 3];
+    }
     const double seconds = SecondsSince(start);
     volatile uint64_t sink = a + b + c + d;
     (void)sink;
@@ -178,7 +182,7 @@ double ChaseLatency(uint64_t* words, size_t n) {
   for (size_t i = lines - 1; i > 0; --i) {  // Sattolo: one cycle through every line
     std::swap(order[i], order[std::uniform_int_distribution<size_t>(0, i - 1)(rng)]);
   }
-  for (size_t i = 0; i < lines; ++i) words[order[i] * 8] = order[(i + 1) % lines];
+  for (size_t i = 0; i < lines; ++i) words[size_t{order[i]} * 8] = order[(i + 1) % lines];
   const size_t hops = std::min<size_t>(lines, size_t{1} << 20);
   uint64_t at = order[0];
   const auto start = std::chrono::steady_clock::now();

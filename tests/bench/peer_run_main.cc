@@ -19,7 +19,7 @@
 // timed run (from the engine's metrics, summed over workers; the rest is admission and queueing).
 // fma_peak_gflops: one core's fp32 FMA rate, measured just before the timed run (bench_util.h).
 // read_gbps, chase_ns: this process's memory read rate and latency, measured before the model
-// loads (bench_util.h's MeasureMemory; ~0.5 s, not in any timed figure).
+// loads (bench_util.h's MeasureMemory; ~0.8 s, not in any timed figure).
 //
 // --min_output_tokens may equal --max_output_tokens (end of sentence never allowed, so every
 // output has exactly that many tokens): the benchmark's fixed-length mode for random-weight

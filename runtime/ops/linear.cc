@@ -433,6 +433,11 @@ const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) con
   return *raw;
 }
 
+Linear::Span Linear::ReadWeights() const {
+  const memory& m = packed_ ? packed_weight_mem_ : plain_weight_mem_;
+  return {m.get_data_handle(), m.get_desc().get_size()};
+}
+
 void Linear::Forward(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (rows <= 0) return;
   // Split into near-equal pieces of at most piece_rows_ rows.

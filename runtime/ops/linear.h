@@ -109,6 +109,13 @@ class Linear {
   int64_t in() const { return in_; }
   ComputeType compute_type() const { return compute_; }
   int64_t out() const { return out_; }
+  // The weights the products read: the packed copy where there is one, else the caller's.
+  // For diagnostics (glossa-peer-run times a read of them).
+  struct Span {
+    const void* data;
+    size_t bytes;
+  };
+  Span ReadWeights() const;
 
   // y[rows, out] = act(x[rows, in] · Wᵀ + b). With accumulate, y += x · Wᵀ + b (the activation is
   // not allowed then). x and y are dense row-major.

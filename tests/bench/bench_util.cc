@@ -195,6 +195,10 @@ double ChaseLatency(uint64_t* words, size_t n) {
 
 }  // namespace
 
+double MeasureReadGbps(const void* data, size_t bytes) {
+  return ReadRate(static_cast<const uint64_t*>(data), bytes / sizeof(uint64_t));
+}
+
 MemoryProbe MeasureMemory(int mib) {
   const size_t bytes = static_cast<size_t>(mib) << 20;
   void* mapped =

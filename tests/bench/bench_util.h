@@ -2,6 +2,7 @@
 #ifndef GLOSSA_TESTS_BENCH_BENCH_UTIL_H_
 #define GLOSSA_TESTS_BENCH_BENCH_UTIL_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,11 @@ struct MemoryProbe {
   double chase_ns = 0.0;
 };
 MemoryProbe MeasureMemory(int mib = 128);
+
+// GB/s of reading [data, data + bytes) in order on this thread, the faster of two passes (from
+// DRAM for data well past the last-level cache). glossa-peer-run reads the model's packed output
+// projection with it just before the timed run: the memory Glossa's products stall on.
+double MeasureReadGbps(const void* data, size_t bytes);
 
 }  // namespace glossa::bench
 

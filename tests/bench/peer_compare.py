@@ -65,6 +65,8 @@ Memory (Glossa's per-run lines and its runs in --json): each glossa-peer-run fir
 128 MiB mapping in order (read_gbps) and chases a chain through its cache lines in random order
 (chase_ns per load), before its model loads. On the 2-core VM Glossa's float32 speed swings by
 up to 2x between processes while the FMA peak stays put: these say whether the memory moved too.
+Just before its timed run it also reads the output projection's weights as the products read
+them (the packed copy; projection_read_gbps): the memory whose loads stall in slow runs.
 
 Decoder rows (--count_rows): beam search's work is its decoder rows, and the engines' stopping
 rules differ: Glossa ends a sentence where Hugging Face's generate() does (the model's
@@ -432,7 +434,10 @@ def main():
                                                            r["target_tokens_per_s"],
                                                            r["target_tokens"], r["process_s"])
                                     + ("; memory %.1f GB/s, %.0f ns a random load"
-                                       % (r["read_gbps"], r["chase_ns"]) if "chase_ns" in r else ""))
+                                       % (r["read_gbps"], r["chase_ns"]) if "chase_ns" in r else "")
+                                    + ("; output projection read %.1f GB/s"
+                                       % r["projection_read_gbps"]
+                                       if "projection_read_gbps" in r else ""))
                         peer = median_run(runs["ctranslate2"])
                         for label, _, _ in variants:
                             mine = median_run(runs["glossa:" + label])

@@ -20,6 +20,8 @@
 // fma_peak_gflops: one core's fp32 FMA rate, measured just before the timed run (bench_util.h).
 // read_gbps, chase_ns: this process's memory read rate and latency, measured before the model
 // loads (bench_util.h's MeasureMemory; ~0.8 s, not in any timed figure).
+// projection_read_gbps: a read of the output projection's weights (projection_mb), as its
+// products read them (the packed copy), just before the timed run.
 //
 // --min_output_tokens may equal --max_output_tokens (end of sentence never allowed, so every
 // output has exactly that many tokens): the benchmark's fixed-length mode for random-weight
@@ -46,6 +48,8 @@
 #include "bench_util.h"
 #include "engine/engine.h"
 #include "engine/model.h"
+#include "model/weights.h"
+#include "ops/linear.h"
 #include "engine/text_job.h"
 #include "ops/gemv.h"
 #include "nlohmann/json.hpp"
@@ -224,6 +228,8 @@ int main(int argc, char** argv) {
 
   // 3. The timed run, after measuring the core's FMA peak (the host's clock moves).
   const double fma_peak = glossa::bench::MeasureFmaPeak();
+  const glossa::Linear::Span projection = (*model)->weights().lm_head->ReadWeights();
+  const double projection_gbps = glossa::bench::MeasureReadGbps(projection.data, projection.bytes);
   const auto encoder_before = engine.metrics().encoder_seconds.Read();
   const auto steps_before = engine.metrics().decode_step_seconds.Read();
   const auto rows_before = engine.metrics().batch_sequences.Read();
@@ -292,6 +298,9 @@ int main(int argc, char** argv) {
       // This process's memory before the model loaded (bench_util.h's MeasureMemory).
       {"read_gbps", Round(memory.read_gbps, 1)},
       {"chase_ns", Round(memory.chase_ns, 1)},
+      // The output projection's weights as the products read them, just before the timed run.
+      {"projection_read_gbps", Round(projection_gbps, 1)},
+      {"projection_mb", Round(static_cast<double>(projection.bytes) / (1 << 20), 1)},
   };
   std::cerr << report.dump() << std::endl;
   return 0;

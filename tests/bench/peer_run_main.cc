@@ -48,10 +48,10 @@
 #include "bench_util.h"
 #include "engine/engine.h"
 #include "engine/model.h"
-#include "model/weights.h"
-#include "ops/linear.h"
 #include "engine/text_job.h"
+#include "model/weights.h"
 #include "ops/gemv.h"
+#include "ops/linear.h"
 #include "nlohmann/json.hpp"
 #include "text/languages.h"
 #include "util/threads.h"
@@ -228,7 +228,9 @@ int main(int argc, char** argv) {
 
   // 3. The timed run, after measuring the core's FMA peak (the host's clock moves).
   const double fma_peak = glossa::bench::MeasureFmaPeak();
-  const glossa::Linear::Span projection = (*model)->weights().lm_head->ReadWeights();
+  const glossa::Linear* lm_head = (*model)->weights().lm_head.get();
+  const glossa::Linear::Span projection =
+      lm_head != nullptr ? lm_head->ReadWeights() : glossa::Linear::Span{nullptr, 0};
   const double projection_gbps = glossa::bench::MeasureReadGbps(projection.data, projection.bytes);
   const auto encoder_before = engine.metrics().encoder_seconds.Read();
   const auto steps_before = engine.metrics().decode_step_seconds.Read();

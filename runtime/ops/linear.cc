@@ -433,7 +433,7 @@ const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) con
   return *raw;
 }
 
-Linear::Span Linear::ReadWeights() const {
+Linear::Span Linear::WeightSpan() const {
   const memory& m = packed_ ? packed_weight_mem_ : plain_weight_mem_;
   return {m.get_data_handle(), m.get_desc().get_size()};
 }

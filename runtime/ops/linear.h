@@ -115,7 +115,7 @@ class Linear {
     const void* data;
     size_t bytes;
   };
-  Span ReadWeights() const;
+  Span WeightSpan() const;
 
   // y[rows, out] = act(x[rows, in] · Wᵀ + b). With accumulate, y += x · Wᵀ + b (the activation is
   // not allowed then). x and y are dense row-major.

@@ -54,7 +54,8 @@ MemoryProbe MeasureMemory(int mib = 128);
 
 // GB/s of reading [data, data + bytes) in order on this thread, the faster of two passes (from
 // DRAM for data well past the last-level cache). glossa-peer-run reads the model's packed output
-// projection with it just before the timed run: the memory Glossa's products stall on.
+// projection with it just before the timed run: packed weights, as Glossa's products read them
+// (slow runs stall on loads of packed weights inside oneDNN's kernels).
 double MeasureReadGbps(const void* data, size_t bytes);
 
 }  // namespace glossa::bench

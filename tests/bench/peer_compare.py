@@ -66,7 +66,8 @@ Memory (Glossa's per-run lines and its runs in --json): each glossa-peer-run fir
 (chase_ns per load), before its model loads. On the 2-core VM Glossa's float32 speed swings by
 up to 2x between processes while the FMA peak stays put: these say whether the memory moved too.
 Just before its timed run it also reads the output projection's weights as the products read
-them (the packed copy; projection_read_gbps): the memory whose loads stall in slow runs.
+them (the packed copy; projection_read_gbps): packed weights, the kind of memory whose loads
+stall in slow runs.
 
 Decoder rows (--count_rows): beam search's work is its decoder rows, and the engines' stopping
 rules differ: Glossa ends a sentence where Hugging Face's generate() does (the model's

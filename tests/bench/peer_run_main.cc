@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
   const double fma_peak = glossa::bench::MeasureFmaPeak();
   const glossa::Linear* lm_head = (*model)->weights().lm_head.get();
   const glossa::Linear::Span projection =
-      lm_head != nullptr ? lm_head->ReadWeights() : glossa::Linear::Span{nullptr, 0};
+      lm_head != nullptr ? lm_head->WeightSpan() : glossa::Linear::Span{nullptr, 0};
   const double projection_gbps = glossa::bench::MeasureReadGbps(projection.data, projection.bytes);
   const auto encoder_before = engine.metrics().encoder_seconds.Read();
   const auto steps_before = engine.metrics().decode_step_seconds.Read();

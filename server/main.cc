@@ -69,6 +69,7 @@ ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP) per engine worker; workers 
           "should not exceed the cores");
 ABSL_FLAG(std::string, compute_type, "", glossa::kComputeTypeFlagHelp);  // for every model
 ABSL_FLAG(bool, float32_output_layer, false, glossa::kFloat32OutputLayerFlagHelp);
+ABSL_FLAG(bool, argmax_screen, true, glossa::kArgmaxScreenFlagHelp);
 ABSL_FLAG(int64_t, max_text_bytes, 10000, "Longest text accepted, in bytes");
 ABSL_FLAG(int, max_text_tokens, 0, "Longest text accepted, in source tokens (end of sentence "
           "included); 0 = the model's limit");
@@ -257,6 +258,7 @@ int main(int argc, char** argv) {
   defaults.engine_options = engine;
   defaults.model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
   defaults.model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
+  defaults.model_options.argmax_screen = absl::GetFlag(FLAGS_argmax_screen);
   std::vector<glossa::server::ModelSpec> specs;
   if (!model_config.empty()) {
     auto read = glossa::server::ReadModelConfig(model_config, defaults);

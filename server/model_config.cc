@@ -24,7 +24,8 @@ const char kModelConfigFlagHelp[] =
     "ones finish their in-flight requests while new ones get NOT_FOUND, a changed entry is "
     "swapped in once its new model has loaded, and one that fails to load leaves the old model "
     "serving (logged, glossa_model_load_failures_total). Text, one model a line: 'NAME=PATH "
-    "[compute_type=..] [float32_output_layer=true|false] [workers=N] [threads=N] "
+    "[compute_type=..] [float32_output_layer=true|false] [argmax_screen=true|false] [workers=N] "
+    "[threads=N] "
     "[max_active_sequences=N] [kv_cache_mb=N]' ('#' comments), or JSON: {\"models\": {\"NAME\": "
     "\"PATH\" or {\"path\": \"PATH\", options}}}. Options default to their flags; relative paths "
     "are relative to the file. Not with --model";
@@ -63,6 +64,13 @@ absl::Status SetOption(absl::string_view key, absl::string_view value, ModelSpec
           absl::StrCat("float32_output_layer=", QuoteForMessage(value), ": expected true or false"));
     }
     spec->model_options.float32_output_layer = b;
+  } else if (key == "argmax_screen") {
+    bool b = false;
+    if (!absl::SimpleAtob(value, &b)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("argmax_screen=", QuoteForMessage(value), ": expected true or false"));
+    }
+    spec->model_options.argmax_screen = b;
   } else if (key == "workers") {
     auto n = ParseInt(key, value, 0, 256);
     if (!n.ok()) return n.status();
@@ -83,7 +91,7 @@ absl::Status SetOption(absl::string_view key, absl::string_view value, ModelSpec
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown option ", QuoteForMessage(key),
-        ": the options are compute_type, float32_output_layer, workers, threads, "
+        ": the options are compute_type, float32_output_layer, argmax_screen, workers, threads, "
         "max_active_sequences, kv_cache_mb"));
   }
   return absl::OkStatus();
@@ -231,6 +239,7 @@ bool SameLoad(const ModelSpec& a, const ModelSpec& b) {
   const EngineOptions &x = a.engine_options, &y = b.engine_options;
   return a.path == b.path && a.model_options.compute_type == b.model_options.compute_type &&
          a.model_options.float32_output_layer == b.model_options.float32_output_layer &&
+         a.model_options.argmax_screen == b.model_options.argmax_screen &&
          x.workers == y.workers && x.threads_per_worker == y.threads_per_worker &&
          x.max_active_sequences == y.max_active_sequences &&
          x.max_active_rows == y.max_active_rows && x.kv_cache_bytes == y.kv_cache_bytes;

@@ -22,7 +22,8 @@ void Log(const std::string& line) {
 // Models with the same key share one mapping (and its converted weights).
 std::string MappingKey(const ModelSpec& spec) {
   return absl::StrCat(spec.path, std::string(1, '\0'), spec.model_options.compute_type,
-                      spec.model_options.float32_output_layer ? "/f32out" : "");
+                      spec.model_options.float32_output_layer ? "/f32out" : "",
+                      spec.model_options.argmax_screen ? "" : "/noscreen");
 }
 
 std::string Describe(const LoadedModel& m) {

@@ -48,6 +48,7 @@ absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
   t.min_output_tokens = static_cast<int>(o.min_output_tokens());
   t.target_prefix = o.target_prefix();
   t.token_scores = o.return_token_scores();
+  t.scores = o.return_scores();
   return t;
 }
 

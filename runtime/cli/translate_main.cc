@@ -42,6 +42,7 @@ ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP team used by oneDNN)");
 ABSL_FLAG(int, batch_size, 32, "Sentences encoded and decoded together");
 ABSL_FLAG(std::string, compute_type, "", glossa::kComputeTypeFlagHelp);
 ABSL_FLAG(bool, float32_output_layer, false, glossa::kFloat32OutputLayerFlagHelp);
+ABSL_FLAG(bool, argmax_screen, true, glossa::kArgmaxScreenFlagHelp);
 ABSL_FLAG(bool, split_sentences, false, "Translate each sentence of a line on its own (ICU's "
           "sentence breaks for the model's source language; over-long sentences cut further) and "
           "join the translations with the line's own spacing");
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
   glossa::ModelOptions model_options;
   model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
   model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
+  model_options.argmax_screen = absl::GetFlag(FLAGS_argmax_screen);
   auto model = glossa::Model::Load(model_path, model_options);
   if (!model.ok()) {
     std::cerr << "glossa-translate: " << model.status().message() << "\n";
@@ -126,6 +128,8 @@ int main(int argc, char** argv) {
   opts.min_output_tokens = controls.min_output_tokens;
   opts.target_prefix = controls.target_prefix;
   opts.token_scores = absl::GetFlag(FLAGS_token_scores);
+  // The n-best format always prints scores.
+  opts.scores = absl::GetFlag(FLAGS_scores) || opts.num_hypotheses > 1;
   if (auto resolved = translator.Resolve(opts); !resolved.ok()) {
     std::cerr << "glossa-translate: " << resolved.status().message() << "\n";
     return 2;

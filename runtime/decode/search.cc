@@ -191,7 +191,7 @@ void Search::AdvanceGreedy(float* row) {
 void Search::TakeGreedyToken(int token, float logit, ops::LogSumExp lse, bool forced) {
   Beam& beam = beams_[0];
   const float logprob = (logit - lse.max) - lse.log_sum;
-  beam.score += forced ? 0.0f : logprob;
+  if (options_.scores && !forced) beam.score += logprob;
   if (options_.token_scores) beam.token_scores.push_back(logprob);
   beam.tokens.push_back(token);
   ++step_;
@@ -205,6 +205,20 @@ void Search::TakeGreedyToken(int token, float logit, ops::LogSumExp lse, bool fo
 // before min_new_tokens, EOS.
 bool Search::BannedNow(int id) const {
   return Banned(id) || (id == vocab_.eos_id && new_tokens() < options_.min_new_tokens);
+}
+
+bool Search::ArgMaxOnly() const {
+  return options_.beam_size == 1 && !options_.scores && SummaryTopK() >= 0;
+}
+
+void Search::ExcludedNow(std::vector<int>* ids) const {
+  ids->insert(ids->end(), vocab_.banned_ids.begin(), vocab_.banned_ids.end());
+  if (new_tokens() < options_.min_new_tokens) ids->push_back(vocab_.eos_id);
+}
+
+void Search::AdvanceToArgMax(int token) {
+  TakeGreedyToken(token, 0.0f, ops::LogSumExp(), /*forced=*/false);
+  if (!done_) PrepareNextStep();
 }
 
 int Search::SummaryTopK() const {

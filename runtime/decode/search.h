@@ -70,6 +70,9 @@ struct SearchOptions {
   int min_new_tokens = 0;           // EOS banned until this many tokens follow the prefix
   std::vector<int> prefix;          // target ids every hypothesis starts with
   bool token_scores = false;        // Hypothesis::token_scores wanted
+  // Greedy's Hypothesis::score wanted (beam search always scores). Without it the score is 0
+  // and a step may be decided from the argmax alone (ArgMaxOnly).
+  bool scores = true;
 
   // Decoder positions (and KV cache slots per beam) a hypothesis may use.
   int positions() const { return static_cast<int>(prefix.size()) + max_new_tokens; }
@@ -128,6 +131,14 @@ class Search {
   int SummaryTopK() const;
   bool AdvanceFromSummary(const ops::ArgMaxLogSumExp* stats, const ops::ScoredId* top,
                           const int* top_count, int top_k);
+
+  // Greedy without a score at a step that needs only the argmax of the processed logits: the
+  // argmax of the raw logits over every id but ExcludedNow()'s. Then AdvanceToArgMax(token)
+  // advances exactly as Advance would.
+  bool ArgMaxOnly() const;
+  // Appends the ids the processors set to -inf at this step without reading the row.
+  void ExcludedNow(std::vector<int>* ids) const;
+  void AdvanceToArgMax(int token);
 
   // Tokens every possible final result starts with: the common prefix of the running beams and
   // the finished hypotheses (for greedy, all tokens so far). Streaming sends these.

@@ -25,6 +25,7 @@ absl::StatusOr<WeightOptions> ChooseComputeTypes(const ModelFile& file, const st
     if (head.ok() && (*head)->dtype == DType::kFloat32) w.output_compute = ComputeType::kFloat32;
   }
   if (options.float32_output_layer) w.output_compute = ComputeType::kFloat32;
+  w.argmax_screen = options.argmax_screen;
   return w;
 }
 

@@ -65,6 +65,11 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
   summary.top = top_.data();
   summary.top_count = top_count_.data();
   summary.write = write_.data();
+  bool screened = false;
+  summary.argmax_only = PrepareArgMaxOnly();
+  summary.excluded = excluded_.data();
+  summary.excluded_offsets = excluded_offsets_.data();
+  summary.screened = &screened;
   model_.decoder().Step(rows_, scratch_, logits_.data(), &summary);
   int64_t offset = 0;
   size_t kept = 0, stepped = 0;
@@ -76,10 +81,15 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
     }
     const int beams = g->search.active_beams();
     float* logits = logits_.data() + offset * vocab;
-    const bool summarised =
-        top_k_[stepped++] >= 0 &&
-        g->search.AdvanceFromSummary(stats_.data() + offset, top_.data() + offset * top_k,
-                                     top_count_.data() + offset, top_k);
+    bool summarised = screened;
+    if (screened) {
+      g->search.AdvanceToArgMax(static_cast<int>(stats_[offset].index));
+    } else {
+      summarised = top_k_[stepped] >= 0 &&
+                   g->search.AdvanceFromSummary(stats_.data() + offset, top_.data() + offset * top_k,
+                                                top_count_.data() + offset, top_k);
+    }
+    ++stepped;
     if (!summarised) {
       for (int b = 0; b < beams; ++b) {
         if (write_[offset + b] == 0)
@@ -96,6 +106,22 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
   }
   groups_.resize(kept);
   return absl::OkStatus();
+}
+
+bool StepBatch::PrepareArgMaxOnly() {
+  if (model_.weights().lm_head_screen == nullptr ||
+      static_cast<int64_t>(rows_.size()) > ArgMaxScreen::kMaxRows) {
+    return false;
+  }
+  excluded_.clear();
+  excluded_offsets_.assign(1, 0);
+  for (const auto& g : groups_) {
+    if (g->paused) continue;
+    if (!g->search.ArgMaxOnly()) return false;
+    g->search.ExcludedNow(&excluded_);  // one row: greedy
+    excluded_offsets_.push_back(static_cast<int>(excluded_.size()));
+  }
+  return true;
 }
 
 }  // namespace glossa

@@ -73,6 +73,11 @@ class StepBatch {
   std::vector<ops::ScoredId> top_;
   std::vector<int> top_count_, top_k_;
   std::vector<uint8_t> write_;
+  // LogitsSummary's argmax-only request: every stepped row's excluded ids, and where each
+  // row's start.
+  std::vector<int> excluded_, excluded_offsets_;
+  // Sets up an argmax-only request when every stepped search allows one; false otherwise.
+  bool PrepareArgMaxOnly();
 };
 
 }  // namespace glossa

@@ -126,7 +126,24 @@ void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float
   }
   if (config_.final_layer_norm) norm(weights_.decoder.final_norm, x);
   if (summary == nullptr) return weights_.lm_head->Forward(x, n, logits);
+  if (summary->screened != nullptr) *summary->screened = false;
+  if (summary->argmax_only && Screen(x, n, *summary)) return;
   Summarize(x, n, logits, *summary, s);
+}
+
+bool Decoder::Screen(const float* x, int64_t n, const LogitsSummary& summary) const {
+  const ArgMaxScreen* screen = weights_.lm_head_screen.get();
+  if (screen == nullptr || n > ArgMaxScreen::kMaxRows || summary.screened == nullptr) return false;
+  int64_t index[ArgMaxScreen::kMaxRows];
+  float value[ArgMaxScreen::kMaxRows];
+  if (!screen->ArgMax(x, n, summary.excluded, summary.excluded_offsets, index, value)) return false;
+  for (int64_t r = 0; r < n; ++r) {
+    summary.stats[r] = ops::ArgMaxLogSumExp();
+    summary.stats[r].index = index[r];
+    summary.stats[r].lse.max = value[r];
+  }
+  *summary.screened = true;
+  return true;
 }
 
 void Decoder::Summarize(const float* x, int64_t n, float* logits, const LogitsSummary& summary,

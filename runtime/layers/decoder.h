@@ -42,6 +42,15 @@ struct LogitsSummary {
   ops::ScoredId* top = nullptr;           // (ops::UpdateTopK's list: raw logits, ids)
   int* top_count = nullptr;
   const uint8_t* write = nullptr;  // non-zero: write the row's logits (null: every row)
+  // Every row wants only its argmax over the ids not excluded (greedy without a score): with
+  // the model's ArgMaxScreen and few enough rows, Step may find it from the screen instead of
+  // the logits. It then sets *screened and only stats[r].index and stats[r].lse.max (the
+  // argmax's logit) are meaningful. Row r excludes excluded[excluded_offsets[r] ..
+  // excluded_offsets[r + 1]).
+  bool argmax_only = false;
+  const int* excluded = nullptr;
+  const int* excluded_offsets = nullptr;
+  bool* screened = nullptr;
 };
 
 class Decoder {
@@ -70,6 +79,8 @@ class Decoder {
                       const std::vector<DecoderRow>& rows, const float* in,
                       DecoderScratch& s) const;
 
+  // The summary of an argmax-only step from the screen; false (nothing filled) where it cannot.
+  bool Screen(const float* x, int64_t n, const LogitsSummary& summary) const;
   // The output projection of x[n, d_model] in column blocks, filling `summary`.
   void Summarize(const float* x, int64_t n, float* logits, const LogitsSummary& summary,
                  DecoderScratch& s) const;

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "model/config.h"
 #include "model/model_file.h"
+#include "ops/argmax_screen.h"
 #include "ops/linear.h"
 
 namespace glossa {
@@ -53,6 +54,8 @@ struct ModelWeights {
   std::vector<EncoderLayerWeights> encoder_layers;
   std::vector<DecoderLayerWeights> decoder_layers;
   std::unique_ptr<Linear> lm_head;  // d_model -> target vocab, final_logits_bias fused
+  // With WeightOptions::argmax_screen, where the output projection allows one.
+  std::unique_ptr<ArgMaxScreen> lm_head_screen;
 };
 
 // The compute types of the Linear layers: `compute` for every layer of the encoder and decoder,
@@ -60,6 +63,9 @@ struct ModelWeights {
 struct WeightOptions {
   ComputeType compute = ComputeType::kFloat32;
   ComputeType output_compute = ComputeType::kFloat32;
+  // Build an ops/argmax_screen.h screen of the output projection (float32 only): greedy steps
+  // that want no score then read a quarter of its bytes.
+  bool argmax_screen = false;
 };
 
 // Finds every tensor the config calls for, checking shapes; names the first that is missing.

@@ -438,6 +438,31 @@ Linear::Span Linear::WeightSpan() const {
   return {m.get_data_handle(), m.get_desc().get_size()};
 }
 
+Linear::PackedFloat32 Linear::PackedFloat32View() const {
+  if (compute_ != ComputeType::kFloat32 || !packed_ || slab_stride_ == 0 ||
+      activation_ != Activation::kNone) {
+    return {};
+  }
+  return {static_cast<const float*>(packed_weight_mem_.get_data_handle()), slab_stride_,
+          bias_mem_ ? static_cast<const float*>(bias_mem_.get_data_handle()) : nullptr};
+}
+
+bool Linear::ForwardColumns(const float* x, int64_t rows, int64_t first, int64_t cols,
+                            float* y) const {
+  const PackedFloat32 view = PackedFloat32View();
+  if (view.data == nullptr || first % gemv::kSlabCols != 0 || first < 0 || cols <= 0 ||
+      first + cols > out_ || rows < 1 || rows > gemv::kMaxRows) {
+    return false;
+  }
+  const int64_t chunk = GemvChunk(false);
+  if (chunk == 0) return false;
+  const gemv::PackedWeights w{view.data + first / gemv::kSlabCols * slab_stride_, in_, cols,
+                              slab_stride_, chunk};
+  gemv::Forward(w, x, rows, view.bias != nullptr ? view.bias + first : nullptr, false, activation_,
+                y);
+  return true;
+}
+
 void Linear::Forward(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (rows <= 0) return;
   // Split into near-equal pieces of at most piece_rows_ rows.

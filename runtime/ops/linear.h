@@ -139,6 +139,20 @@ class Linear {
                                            int64_t cols, const float* block, int64_t stride)>;
   void ForwardInColumnBlocks(const float* x, int64_t rows, float* y, BlockDone done) const;
 
+  // For ops/argmax_screen.h: the float32 packed weights in ops/gemv.h's slab layout and the bias
+  // (null without one); data is null where ForwardColumns can never run (it may still decline
+  // at run time, where ops/gemv.h's kernel does not reproduce oneDNN's sums).
+  struct PackedFloat32 {
+    const float* data = nullptr;
+    int64_t slab_stride = 0;  // gemv::SlabStride
+    const float* bias = nullptr;
+  };
+  PackedFloat32 PackedFloat32View() const;
+  // Columns [first, first + cols) of Forward(x, rows) (no accumulation), bit for bit, through
+  // ops/gemv.h's kernel, into y [rows, cols]; first a multiple of gemv::kSlabCols, rows at most
+  // gemv::kMaxRows. False (nothing done) where that kernel does not reproduce Forward here.
+  bool ForwardColumns(const float* x, int64_t rows, int64_t first, int64_t cols, float* y) const;
+
   // True when the weights were reordered into oneDNN's blocked layout (false: the plain view is
   // used for every row count). For tests and benchmarks.
   bool packed() const { return packed_; }

@@ -43,6 +43,10 @@ ABSL_FLAG(std::string, compute_types, "",
           "is loaded once per type. Empty: as the model file stores its weights");
 ABSL_FLAG(bool, float32_output_layer, false,
           "Keep the output projection in float32 for bfloat16 and int8");
+ABSL_FLAG(bool, argmax_screen, true, glossa::kArgmaxScreenFlagHelp);
+ABSL_FLAG(bool, scores, false,
+          "Compute greedy scores (glossa-server computes them only when a request asks); "
+          "without them greedy steps may use --argmax_screen");
 ABSL_FLAG(int, repeat, 1,
           "Timed runs per configuration; the run with the median total time is "
           "reported (the lower middle one for an even count)");
@@ -217,6 +221,7 @@ absl::StatusOr<Json> RunConfig(std::shared_ptr<const glossa::Model> model,
   glossa::TranslateOptions options;
   options.beam_size = config.beam_size;
   options.max_output_tokens = absl::GetFlag(FLAGS_max_output_tokens);
+  options.scores = absl::GetFlag(FLAGS_scores);
   options.source_language = absl::GetFlag(FLAGS_source_language);
   options.target_language = absl::GetFlag(FLAGS_target_language);
   if (absl::Status s = ApplyControls(config.controls, options); !s.ok()) return s;
@@ -356,6 +361,7 @@ int main(int argc, char** argv) {
       glossa::ModelOptions model_options;
       model_options.compute_type = std::string(compute);
       model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
+      model_options.argmax_screen = absl::GetFlag(FLAGS_argmax_screen);
       auto model = glossa::Model::Load(model_path, model_options);
       if (!model.ok()) return Fail(model.status(), 2);
       auto source_tokens = SourceTokens(**model, *sentences);

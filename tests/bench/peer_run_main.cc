@@ -80,6 +80,10 @@ ABSL_FLAG(std::string, target_language, "", "Target language (multilingual model
 ABSL_FLAG(bool, small_row_kernel, true,
           "Run float32 products of few rows (up to 32; 64 in decoder steps) through ops/gemv.h's "
           "kernel (false: oneDNN's matmul for every row count, to compare the two)");
+ABSL_FLAG(bool, argmax_screen, true, glossa::kArgmaxScreenFlagHelp);
+ABSL_FLAG(bool, scores, false,
+          "Compute greedy scores (CTranslate2's driver asks for none, nor does glossa-server by "
+          "default); without them greedy steps may use --argmax_screen");
 ABSL_FLAG(int64_t, kv_cache_mb, 16384,
           "KV cache budget (worst case of the admitted sequences; blocks are allocated as used). "
           "Large, so that it never limits a batch: CTranslate2 has no such limit");
@@ -156,6 +160,7 @@ int main(int argc, char** argv) {
   const Clock::time_point t0 = Clock::now();
   glossa::ModelOptions model_options;
   model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
+  model_options.argmax_screen = absl::GetFlag(FLAGS_argmax_screen);
   auto model = glossa::Model::Load(absl::GetFlag(FLAGS_model), model_options);
   if (!model.ok()) return Fail(std::string(model.status().message()), 2);
   const double load_s = Seconds(Clock::now() - t0);
@@ -173,6 +178,7 @@ int main(int argc, char** argv) {
   glossa::TranslateOptions options;
   options.beam_size = beam;
   options.max_output_tokens = absl::GetFlag(FLAGS_max_output_tokens);
+  options.scores = absl::GetFlag(FLAGS_scores);
   options.source_language = absl::GetFlag(FLAGS_source_language);
   options.target_language = absl::GetFlag(FLAGS_target_language);
   const int min_tokens = absl::GetFlag(FLAGS_min_output_tokens);

@@ -5,6 +5,7 @@
 //
 // The models are converted from ../shared/models by the ctest fixture family_models (into the
 // build directory), not stored in the repository.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "common/test_util.h"
 #include "engine/translator.h"
+#include "ops/argmax_screen.h"
 #include "text/languages.h"
 
 namespace glossa {
@@ -59,9 +61,13 @@ class FamilyParityTest : public ::testing::TestWithParam<Family> {
 
   // Translates the golden sources (their own ids) and counts the lines identical to Hugging Face.
   int Identical(const std::vector<testing::GoldenLine>& golden, int beam_size,
-                std::vector<std::vector<Hypothesis>>* out) const {
-    Translator translator(model_);
+                std::vector<std::vector<Hypothesis>>* out, bool scores = true,
+                int max_batch_size = TranslatorOptions().max_batch_size) const {
+    TranslatorOptions translator_options;
+    translator_options.max_batch_size = max_batch_size;
+    Translator translator(model_, translator_options);
     TranslateOptions opts;
+    opts.scores = scores;
     opts.beam_size = beam_size;
     opts.num_hypotheses = beam_size;
     opts.source_language = GetParam().source_language;
@@ -116,6 +122,30 @@ TEST_P(FamilyParityTest, GreedyMatchesHuggingFace) {
   const auto golden = Golden("greedy");
   std::vector<std::vector<Hypothesis>> ours;
   EXPECT_EQ(Identical(golden, 1, &ours), static_cast<int>(golden.size()));
+}
+
+// Greedy without scores, at most ArgMaxScreen::kMaxRows sentences together, on the first 100
+// lines: every step after the forced language token takes its token from the output
+// projection's screen (ops/argmax_screen.h; NLLB's 256,206 ids), not from the logits.
+TEST_P(FamilyParityTest, GreedyWithoutScoresMatchesHuggingFace) {
+  if (model_->weights().lm_head_screen == nullptr) {
+    GTEST_SKIP() << "no ArgMaxScreen on this CPU (it needs AVX-512F)";
+  }
+  auto golden = Golden("greedy");
+  golden.resize(100);
+  std::vector<std::vector<Hypothesis>> ours;
+  const ArgMaxScreen::Counts before = ArgMaxScreen::ProcessCounts();
+  EXPECT_EQ(Identical(golden, 1, &ours, /*scores=*/false, ArgMaxScreen::kMaxRows), 100);
+  const ArgMaxScreen::Counts after = ArgMaxScreen::ProcessCounts();
+  int64_t tokens = 0;
+  for (const auto& hypotheses : ours) tokens += static_cast<int64_t>(hypotheses[0].tokens.size());
+  const int64_t rows = after.rows - before.rows;
+  std::printf("%s: screened %lld of %lld tokens; %.2f candidates per screened token\n",
+              GetParam().name, static_cast<long long>(rows), static_cast<long long>(tokens),
+              static_cast<double>(after.candidates - before.candidates) / std::max<int64_t>(rows, 1));
+  // Not screened: each line's decoder start and forced language token, and the other rows of a
+  // step where a line takes its forced token (a step is screened whole or not at all).
+  EXPECT_GT(rows, (tokens - 2 * 100) * 8 / 10);
 }
 
 TEST_P(FamilyParityTest, Beam4MatchesHuggingFace) {

@@ -5,6 +5,7 @@
 
 #include "common/test_util.h"
 #include "engine/translator.h"
+#include "ops/argmax_screen.h"
 #include "ops/ops.h"
 
 namespace glossa {
@@ -91,6 +92,46 @@ TEST(ParityTest, GreedyMatchesHuggingFace) {
     ++checked;
   }
   EXPECT_EQ(checked, r.identical);
+}
+
+// Greedy without scores, at most ArgMaxScreen::kMaxRows sentences together: the steps take their
+// tokens from the output projection's screen (ops/argmax_screen.h) instead of the logits, and
+// every line must equal greedy with scores, token for token.
+TEST(ParityTest, GreedyWithoutScoresTakesTheSameTokens) {
+  GLOSSA_REQUIRE_SHARED();
+  auto model = testing::DemoModel();
+  ASSERT_NE(model, nullptr);
+  if (model->weights().lm_head_screen == nullptr) {
+    GTEST_SKIP() << "no ArgMaxScreen for the demo model on this CPU (it needs AVX-512F)";
+  }
+  const auto golden = testing::ReadGolden("greedy");
+  TranslatorOptions narrow;
+  narrow.max_batch_size = ArgMaxScreen::kMaxRows;
+  Translator translator(model, narrow);
+  TranslateOptions opts;
+  opts.beam_size = 1;
+  opts.max_output_tokens = 256;
+  auto scored = translator.TranslateIds(Sources(golden), opts);
+  ASSERT_TRUE(scored.ok()) << scored.status();
+  const ArgMaxScreen::Counts before = ArgMaxScreen::ProcessCounts();
+  opts.scores = false;
+  auto unscored = translator.TranslateIds(Sources(golden), opts);
+  ASSERT_TRUE(unscored.ok()) << unscored.status();
+  const ArgMaxScreen::Counts after = ArgMaxScreen::ProcessCounts();
+  int64_t tokens = 0;
+  for (size_t i = 0; i < golden.size(); ++i) {
+    EXPECT_EQ((*unscored)[i][0].tokens, (*scored)[i][0].tokens) << "line " << i;
+    EXPECT_EQ((*unscored)[i][0].score, 0.0f) << "line " << i;
+    tokens += static_cast<int64_t>((*unscored)[i][0].tokens.size());
+  }
+  // Every step but the forced EOS ones was screened.
+  const int64_t rows = after.rows - before.rows;
+  std::printf("screened %lld of %lld tokens; %.2f candidates per screened token\n",
+              static_cast<long long>(rows), static_cast<long long>(tokens),
+              static_cast<double>(after.candidates - before.candidates) / std::max<int64_t>(rows, 1));
+  EXPECT_GT(rows, tokens * 9 / 10);
+  const ParityReport r = Compare(*model, golden, *unscored, "greedy without scores");
+  EXPECT_GE(r.identical, std::ceil(0.995 * r.total));
 }
 
 TEST(ParityTest, Beam4MatchesHuggingFace) {

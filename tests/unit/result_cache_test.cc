@@ -81,5 +81,17 @@ TEST(ResultCacheTest, AModelReloadedUnderItsNameHasOtherKeys) {
   EXPECT_EQ(CacheKey(p, "hola"), CacheKey(p, "hola"));
 }
 
+TEST(ResultCacheTest, AResultWithoutScoresDoesNotAnswerOneWithScores) {
+  // Greedy without scores leaves Hypothesis::score at 0.
+  auto model = std::make_shared<LoadedModel>();
+  model->name = "m";
+  PreparedRequest p;
+  p.model = model;
+  p.search.scores = false;
+  const std::string unscored = CacheKey(p, "hola");
+  p.search.scores = true;
+  EXPECT_NE(CacheKey(p, "hola"), unscored);
+}
+
 }  // namespace
 }  // namespace glossa::server

@@ -128,6 +128,53 @@ TEST(SearchTest, GreedyFollowsTheArgmaxAndScoresLogProbs) {
   EXPECT_NEAR(hyps[0].score, ToyLogProb(hyps[0].tokens, o.max_new_tokens), 1e-5);
 }
 
+// Greedy without scores: where ArgMaxOnly, the argmax of the logits over the ids not in
+// ExcludedNow() (banned ids; EOS before min_new_tokens) given to AdvanceToArgMax takes the tokens
+// that Advance takes on the rows; the score is 0.
+TEST(SearchTest, ArgMaxOnlyStepsEqualRowSteps) {
+  for (int min_new_tokens : {0, 3}) {
+    SearchOptions o;
+    o.beam_size = 1;
+    o.max_new_tokens = 12;
+    o.min_new_tokens = min_new_tokens;
+    const auto rows = RunToy(o);
+    o.scores = false;
+    Search search(o, ToyVocab());
+    std::vector<int> prefix = {kStart};
+    int argmax_steps = 0;
+    while (!search.done()) {
+      auto logits = ToyLogits(prefix);
+      if (search.ArgMaxOnly()) {
+        std::vector<int> excluded;
+        search.ExcludedNow(&excluded);
+        EXPECT_EQ(std::count(excluded.begin(), excluded.end(), kEos),
+                  static_cast<int>(prefix.size()) <= min_new_tokens ? 1 : 0);
+        for (int id : excluded) logits[id] = -INFINITY;
+        search.AdvanceToArgMax(static_cast<int>(ops::ArgMax(logits.data(), kVocab)));
+        ++argmax_steps;
+      } else {
+        search.Advance(logits.data());
+      }
+      prefix.push_back(search.StablePrefix().back());  // greedy: every token so far
+    }
+    const auto hyps = search.Results();
+    ASSERT_EQ(hyps.size(), 1u);
+    EXPECT_EQ(hyps[0].tokens, rows[0].tokens) << "min_new_tokens " << min_new_tokens;
+    EXPECT_EQ(hyps[0].score, 0.0f);
+    // Every step but the forced EOS at the length limit.
+    EXPECT_GE(argmax_steps, static_cast<int>(hyps[0].tokens.size()) - 1);
+  }
+  SearchOptions o;  // greedy, scores wanted
+  EXPECT_FALSE(Search(o, ToyVocab()).ArgMaxOnly());
+  o.scores = false;
+  EXPECT_TRUE(Search(o, ToyVocab()).ArgMaxOnly());
+  o.token_scores = true;
+  EXPECT_FALSE(Search(o, ToyVocab()).ArgMaxOnly());
+  o.token_scores = false;
+  o.beam_size = 4;  // beam search needs every log-probability
+  EXPECT_FALSE(Search(o, ToyVocab()).ArgMaxOnly());
+}
+
 TEST(SearchTest, LengthLimitForcesEos) {
   for (int beams : {1, 3}) {
     SearchOptions o;

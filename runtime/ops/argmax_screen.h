@@ -1,0 +1,86 @@
+// The exact argmax of a few rows of a large float32 Linear (the output projection, for greedy
+// search when no score is wanted) without reading its float32 weights in full.
+//
+// Why: at batch 1 a decoder step reads every weight once, and the output projection is most of
+// them (NLLB-600M: 1.05 GB of 1.72 GB per token; OPUS-MT big: 249 of 602 MB). Greedy search
+// without scores needs only the index of each row's largest logit, not the logits.
+//
+// How: an int8 copy of the weights (per output column j: q_ij = round(w_ij / s_j), s_j =
+// max_i |w_ij| / 127, the largest residual d_j = max_i |w_ij - s_j q_ij| measured exactly at
+// construction) gives every logit approximately, a_j = s_j (x · q_j) + b_j, reading a quarter
+// of the bytes. The float32 logit the Linear computes, k_j, is within E_j of a_j:
+//   |k_j - a_j| <= |x|_1 d_j  +  rounding of both float sums (each <= (n + 1) u (127.5 s_j |x|_1
+//   + |b_j|), u = 2^-24, n = inputs),
+// which the screen bounds from above (with margins for its own comparisons). With M the largest
+// a_j - E_j, no id whose a_j + E_j is below M can hold the maximum of k, so only the others (the
+// candidates: typically 1 to 20 of a vocabulary) are computed in float32, by the Linear's own
+// kernel over their 64-column slabs (Linear::ForwardColumns): the same bits as Forward. Their
+// largest value, lowest id first, is Forward's argmax. Where the screen cannot tell (non-finite
+// values, too many candidates, every id excluded) it says so and the caller computes the logits.
+//
+// Memory: one byte per weight plus two floats per column (NLLB-600M: 262 MB beside the 1 GB
+// float32 copy). Built only for float32 Linears that ops/gemv.h's kernel serves.
+#ifndef GLOSSA_RUNTIME_OPS_ARGMAX_SCREEN_H_
+#define GLOSSA_RUNTIME_OPS_ARGMAX_SCREEN_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ops/linear.h"
+
+namespace glossa {
+
+class ArgMaxScreen {
+ public:
+  static constexpr int64_t kMaxRows = 4;
+  static constexpr int kMaxCandidates = 512;  // per row; more: undecided
+
+  // Null where the screen cannot stand for `linear`: not float32 with packed weights that
+  // Linear::ForwardColumns computes, an activation, non-finite weights or bias, or no AVX-512F.
+  // `linear` must outlive the screen.
+  static std::unique_ptr<ArgMaxScreen> Build(const Linear& linear);
+
+  // Bytes the screen holds (its int8 weights and per-column figures).
+  int64_t bytes() const;
+
+  // For each row r < rows (<= kMaxRows) of x [rows, in]: the lowest id of the largest value of
+  // row r of linear.Forward(x) over the ids not in excluded[offsets[r] .. offsets[r + 1]), and
+  // that value, bit for bit, into index[r] and value[r]. False when it cannot tell for some row
+  // (the outputs are then unspecified). Uses the caller's OpenMP team size.
+  bool ArgMax(const float* x, int64_t rows, const int* excluded, const int* offsets,
+              int64_t* index, float* value) const;
+
+  // Rows decided and candidates computed in float32 over every screen's calls so far, in this
+  // process (for benchmarks and tests).
+  struct Counts {
+    int64_t rows = 0;
+    int64_t candidates = 0;
+  };
+  static Counts ProcessCounts();
+
+ private:
+  explicit ArgMaxScreen(const Linear& linear);
+  bool Quantize(const float* packed, int64_t slab_stride, const float* bias);
+  // The approximate logits of `rows` rows into approx [rows][padded columns].
+  void Approximate(const float* x, int64_t rows, float* approx) const;
+  // Row x's candidates (ascending ids) given its approximate logits (excluded ids -inf); false
+  // when undecidable.
+  bool Candidates(const float* x, const float* approx, std::vector<int>* ids) const;
+
+  const Linear& linear_;
+  int64_t in_, out_, slabs_;
+  std::vector<int8_t> q_;        // [slabs][in][64]: ops/gemv.h's slab layout, one byte per weight
+  std::vector<float> scale_;     // [slabs * 64] s_j (0 past out)
+  std::vector<float> bias_;      // [slabs * 64] b_j (0 without a bias)
+  std::vector<float> per_norm_;  // [slabs * 64] E_j = |x|_1 * per_norm_[j] + fixed_
+  float fixed_ = 0.0f;
+  // Set once Linear::ForwardColumns declines (ops/gemv.h's kernel does not reproduce this
+  // Linear's sums here): every later call says undecided at once.
+  mutable std::atomic<bool> declined_{false};
+};
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_OPS_ARGMAX_SCREEN_H_

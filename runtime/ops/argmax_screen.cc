@@ -51,28 +51,44 @@ __attribute__((target("avx512f"))) void ApproximateSlabs(const int8_t* q, int64_
                                                           int64_t s1, const float* x,
                                                           const float* scale, const float* bias,
                                                           int64_t stride, float* approx) {
+  // U sets of accumulators (inputs i, i + 1, ... in turn), so that few rows still keep enough
+  // FMA chains in flight; added together at the end (the bound holds for any order).
+  constexpr int U = R <= 2 ? 2 : 1;
   for (int64_t s = s0; s < s1; ++s) {
-    __m512 acc[R][4];
-    for (int r = 0; r < R; ++r) {
-      for (int k = 0; k < 4; ++k) acc[r][k] = _mm512_setzero_ps();
+    __m512 acc[U][R][4];
+    for (int u = 0; u < U; ++u) {
+      for (int r = 0; r < R; ++r) {
+        for (int k = 0; k < 4; ++k) acc[u][r][k] = _mm512_setzero_ps();
+      }
     }
     const int8_t* w = q + s * in * kCols;
-    for (int64_t i = 0; i < in; ++i, w += kCols) {
+    // Input i into accumulator set u.
+    auto step = [&](int64_t i, int u) __attribute__((always_inline, target("avx512f"))) {
       __m512 wf[4];
       for (int k = 0; k < 4; ++k) {
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * k));
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i * kCols + 16 * k));
         wf[k] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
       }
       for (int r = 0; r < R; ++r) {
         const __m512 xv = _mm512_set1_ps(x[r * in + i]);
-        for (int k = 0; k < 4; ++k) acc[r][k] = _mm512_fmadd_ps(wf[k], xv, acc[r][k]);
+        for (int k = 0; k < 4; ++k) acc[u][r][k] = _mm512_fmadd_ps(wf[k], xv, acc[u][r][k]);
+      }
+    };
+    int64_t i = 0;
+    for (; i + U <= in; i += U) {
+      for (int u = 0; u < U; ++u) step(i + u, u);
+    }
+    for (; i < in; ++i) step(i, 0);
+    for (int u = 1; u < U; ++u) {
+      for (int r = 0; r < R; ++r) {
+        for (int k = 0; k < 4; ++k) acc[0][r][k] = _mm512_add_ps(acc[0][r][k], acc[u][r][k]);
       }
     }
     for (int k = 0; k < 4; ++k) {
       const int64_t col = s * kCols + 16 * k;
       const __m512 sc = _mm512_loadu_ps(scale + col), b = _mm512_loadu_ps(bias + col);
       for (int r = 0; r < R; ++r) {
-        _mm512_storeu_ps(approx + r * stride + col, _mm512_fmadd_ps(acc[r][k], sc, b));
+        _mm512_storeu_ps(approx + r * stride + col, _mm512_fmadd_ps(acc[0][r][k], sc, b));
       }
     }
   }
@@ -124,6 +140,47 @@ __attribute__((target("avx512f"))) bool Above(const float* a, const float* per_n
   }
   return true;
 }
+// One slab of the packed weights, w [in][64]: each column's scale s = max |w| / 127, its codes
+// q = round(w / s) clamped to +-127 (0 for a zero column), and its largest |w - s q| as rounded
+// once by an fma. False for a NaN or an infinity.
+__attribute__((target("avx512f"))) bool QuantizeSlab(const float* w, int64_t in, int8_t* q,
+                                                      float* scale, float* residual) {
+  __m512 largest[4];
+  for (int k = 0; k < 4; ++k) largest[k] = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  for (int64_t i = 0; i < in; ++i) {
+    for (int k = 0; k < 4; ++k) {
+      const __m512 v = _mm512_loadu_ps(w + i * kCols + 16 * k);
+      bad |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      largest[k] = _mm512_max_ps(largest[k], _mm512_abs_ps(v));
+    }
+  }
+  const __m512 inf = _mm512_set1_ps(kInf), hi = _mm512_set1_ps(127.0f), lo = _mm512_set1_ps(-127.0f);
+  __m512 sc[4], inv[4], res[4];
+  for (int k = 0; k < 4; ++k) {
+    bad |= _mm512_cmp_ps_mask(largest[k], inf, _CMP_EQ_OQ);
+    sc[k] = _mm512_div_ps(largest[k], hi);
+    const __mmask16 nonzero = _mm512_cmp_ps_mask(sc[k], _mm512_setzero_ps(), _CMP_NEQ_OQ);
+    inv[k] = _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), sc[k]);
+    res[k] = _mm512_setzero_ps();
+    _mm512_storeu_ps(scale + 16 * k, sc[k]);
+  }
+  if (bad != 0) return false;
+  for (int64_t i = 0; i < in; ++i) {
+    for (int k = 0; k < 4; ++k) {
+      const __m512 v = _mm512_loadu_ps(w + i * kCols + 16 * k);
+      __m512 code = _mm512_roundscale_ps(_mm512_mul_ps(v, inv[k]),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      code = _mm512_min_ps(_mm512_max_ps(code, lo), hi);
+      res[k] = _mm512_max_ps(res[k], _mm512_abs_ps(_mm512_fnmadd_ps(sc[k], code, v)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * kCols + 16 * k),
+                       _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(code)));
+    }
+  }
+  for (int k = 0; k < 4; ++k) _mm512_storeu_ps(residual + 16 * k, res[k]);
+  return true;
+}
+
 #pragma GCC diagnostic pop
 #endif
 
@@ -160,6 +217,7 @@ std::unique_ptr<ArgMaxScreen> ArgMaxScreen::Build(const Linear& linear) {
 // analysis: the comparisons a_j +- E_j round too), all times 1 + 2^-10, plus 1e-30 for values
 // flushed to zero.
 bool ArgMaxScreen::Quantize(const float* packed, int64_t slab_stride, const float* bias) {
+#if GLOSSA_SCREEN_X86
   const int64_t padded = slabs_ * kCols;
   q_.assign(slabs_ * in_ * kCols, 0);
   scale_.assign(padded, 0.0f);
@@ -175,36 +233,25 @@ bool ArgMaxScreen::Quantize(const float* packed, int64_t slab_stride, const floa
     bias_max = std::max(bias_max, std::fabs(static_cast<double>(b)));
   }
   for (int64_t s = 0; s < slabs_; ++s) {
-    const float* w = packed + s * slab_stride;  // [in][64]
-    int8_t* q = q_.data() + s * in_ * kCols;
-    float largest[kCols] = {};
-    for (int64_t i = 0; i < in_; ++i) {
-      for (int64_t col = 0; col < kCols; ++col) {
-        largest[col] = std::max(largest[col], std::fabs(w[i * kCols + col]));
-      }
+    float* scale = scale_.data() + s * kCols;
+    float residual[kCols];
+    if (!QuantizeSlab(packed + s * slab_stride, in_, q_.data() + s * in_ * kCols, scale,
+                      residual)) {
+      return false;
     }
-    double residual[kCols] = {};
-    for (int64_t col = 0; col < kCols && s * kCols + col < out_; ++col) {
-      if (!std::isfinite(largest[col])) return false;
-      const float scale = largest[col] / 127.0f;
-      scale_[s * kCols + col] = scale;
-      if (scale == 0.0f) continue;  // a zero column: q = 0, exact
-      for (int64_t i = 0; i < in_; ++i) {
-        const float v = w[i * kCols + col];
-        const long code = std::clamp(std::lrint(v / scale), -127L, 127L);
-        q[i * kCols + col] = static_cast<int8_t>(code);
-        residual[col] = std::max(residual[col], std::fabs(static_cast<double>(v) -
-                                                          static_cast<double>(scale) * code));
-      }
-    }
-    for (int64_t col = 0; col < kCols && s * kCols + col < out_; ++col) {
-      const double sj = scale_[s * kCols + col];
-      const double e = (residual[col] + c * 127.5 * sj) * norm_error * margin;
+    for (int64_t col = 0; col < kCols; ++col) {
+      // The float residual is rounded once: the true one is within a factor 1 + u of it.
+      const double d = residual[col] * (1 + std::ldexp(1.0, -20));
+      const double e = (d + c * 127.5 * scale[col]) * norm_error * margin;
       per_norm_[s * kCols + col] = std::nextafter(static_cast<float>(e), kInf);
     }
   }
   fixed_ = std::nextafter(static_cast<float>(c * bias_max * margin + 1e-30), kInf);
   return true;
+#else
+  (void)packed, (void)slab_stride, (void)bias;
+  return false;
+#endif
 }
 
 int64_t ArgMaxScreen::bytes() const {

@@ -23,6 +23,10 @@
 // projection_read_gbps: a read of the output projection's weights (projection_mb), as its
 // products read them (the packed copy), just before the timed run.
 //
+// screened_rows, candidates_per_screened_row, screen_mb: greedy steps decided by the output
+// projection's ArgMaxScreen (--argmax_screen; without --scores, as CTranslate2's driver and
+// glossa-server by default), the float32 logits computed per such row, the screen's memory.
+//
 // --min_output_tokens may equal --max_output_tokens (end of sentence never allowed, so every
 // output has exactly that many tokens): the benchmark's fixed-length mode for random-weight
 // models. Engine::Resolve wants the minimum below the maximum (as a request option), so the
@@ -50,6 +54,7 @@
 #include "engine/model.h"
 #include "engine/text_job.h"
 #include "model/weights.h"
+#include "ops/argmax_screen.h"
 #include "ops/gemv.h"
 #include "ops/linear.h"
 #include "nlohmann/json.hpp"
@@ -242,10 +247,12 @@ int main(int argc, char** argv) {
   const auto steps_before = engine.metrics().decode_step_seconds.Read();
   const auto rows_before = engine.metrics().batch_sequences.Read();
   const int64_t faults_before = MinorFaults();
+  const glossa::ArgMaxScreen::Counts screen_before = glossa::ArgMaxScreen::ProcessCounts();
   const Clock::time_point start = Clock::now();
   auto best = RunJob(engine, sources->sources, *search);
   const double wall = Seconds(Clock::now() - start);
   const int64_t faults = MinorFaults() - faults_before;
+  const glossa::ArgMaxScreen::Counts screen_after = glossa::ArgMaxScreen::ProcessCounts();
   const auto encoder_after = engine.metrics().encoder_seconds.Read();
   const auto steps_after = engine.metrics().decode_step_seconds.Read();
   const auto rows_after = engine.metrics().batch_sequences.Read();
@@ -309,6 +316,18 @@ int main(int argc, char** argv) {
       // The output projection's weights as the products read them, just before the timed run.
       {"projection_read_gbps", Round(projection_gbps, 1)},
       {"projection_mb", Round(static_cast<double>(projection.bytes) / (1 << 20), 1)},
+      // Greedy rows decided by the output projection's ArgMaxScreen in the timed run, and the
+      // ids per such row whose float32 logits it computed; screen_mb: the screen's memory.
+      {"screened_rows", screen_after.rows - screen_before.rows},
+      {"candidates_per_screened_row",
+       Round(static_cast<double>(screen_after.candidates - screen_before.candidates) /
+                 std::max<int64_t>(1, screen_after.rows - screen_before.rows),
+             2)},
+      {"screen_mb", Round(static_cast<double>((*model)->weights().lm_head_screen
+                                                  ? (*model)->weights().lm_head_screen->bytes()
+                                                  : 0) /
+                              (1 << 20),
+                          1)},
   };
   std::cerr << report.dump() << std::endl;
   return 0;

@@ -239,8 +239,8 @@ bool SameLoad(const ModelSpec& a, const ModelSpec& b) {
   const EngineOptions &x = a.engine_options, &y = b.engine_options;
   return a.path == b.path && a.model_options.compute_type == b.model_options.compute_type &&
          a.model_options.float32_output_layer == b.model_options.float32_output_layer &&
-         a.model_options.argmax_screen == b.model_options.argmax_screen &&
-         x.workers == y.workers && x.threads_per_worker == y.threads_per_worker &&
+         a.model_options.argmax_screen == b.model_options.argmax_screen && x.workers == y.workers &&
+         x.threads_per_worker == y.threads_per_worker &&
          x.max_active_sequences == y.max_active_sequences &&
          x.max_active_rows == y.max_active_rows && x.kv_cache_bytes == y.kv_cache_bytes;
 }

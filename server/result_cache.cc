@@ -19,11 +19,11 @@ uint32_t Bits(float v) {
 // Every resolved option that changes what the engine computes (floats by their bits).
 std::string OptionsKey(const SearchOptions& s) {
   std::string key = absl::StrCat(
-      s.forced_bos_id, ",",
-      s.beam_size, ",", s.num_hypotheses, ",", s.max_new_tokens, ",", Bits(s.length_penalty), ",",
-      s.early_stopping, ",", Bits(s.sampling.temperature), ",", s.sampling.top_k, ",",
-      Bits(s.sampling.top_p), ",", s.sampling.seed, ",", Bits(s.repetition_penalty), ",",
-      s.no_repeat_ngram_size, ",", s.min_new_tokens, ",", s.token_scores, ",", s.scores, ",[");
+      s.forced_bos_id, ",", s.beam_size, ",", s.num_hypotheses, ",", s.max_new_tokens, ",",
+      Bits(s.length_penalty), ",", s.early_stopping, ",", Bits(s.sampling.temperature), ",",
+      s.sampling.top_k, ",", Bits(s.sampling.top_p), ",", s.sampling.seed, ",",
+      Bits(s.repetition_penalty), ",", s.no_repeat_ngram_size, ",", s.min_new_tokens, ",",
+      s.token_scores, ",", s.scores, ",[");
   for (int id : s.prefix) absl::StrAppend(&key, id, ",");
   key += "]";
   return key;

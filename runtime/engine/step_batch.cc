@@ -85,9 +85,9 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
     if (screened) {
       g->search.AdvanceToArgMax(static_cast<int>(stats_[offset].index));
     } else {
-      summarised = top_k_[stepped] >= 0 &&
-                   g->search.AdvanceFromSummary(stats_.data() + offset, top_.data() + offset * top_k,
-                                                top_count_.data() + offset, top_k);
+      summarised = top_k_[stepped] >= 0 && g->search.AdvanceFromSummary(
+                                               stats_.data() + offset, top_.data() + offset * top_k,
+                                               top_count_.data() + offset, top_k);
     }
     ++stepped;
     if (!summarised) {

@@ -132,8 +132,12 @@ void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float
 }
 
 bool Decoder::Screen(const float* x, int64_t n, const LogitsSummary& summary) const {
-  const ArgMaxScreen* screen = weights_.lm_head_screen.get();
-  if (screen == nullptr || n > ArgMaxScreen::kMaxRows || summary.screened == nullptr) return false;
+  if (weights_.lm_head_screen == nullptr || n > ArgMaxScreen::kMaxRows ||
+      summary.screened == nullptr) {
+    return false;
+  }
+  const ArgMaxScreen* screen = weights_.lm_head_screen->Get();
+  if (screen == nullptr) return false;
   int64_t index[ArgMaxScreen::kMaxRows];
   float value[ArgMaxScreen::kMaxRows];
   if (!screen->ArgMax(x, n, summary.excluded, summary.excluded_offsets, index, value)) return false;

@@ -101,24 +101,16 @@ class Finder {
   ComputeType compute_;
 };
 
-struct OutputProjection {
-  std::unique_ptr<Linear> linear;
-  std::unique_ptr<ArgMaxScreen> screen;
-};
-
-absl::StatusOr<OutputProjection> LoadOutputProjection(const ModelFile& file, const ModelConfig& c,
-                                                      const WeightOptions& options) {
+absl::StatusOr<std::unique_ptr<Linear>> LoadOutputProjection(const ModelFile& file,
+                                                             const ModelConfig& c,
+                                                             const WeightOptions& options) {
   Finder find(file, c.d_model, options.compute);
   GLOSSA_ASSIGN_OR_RETURN(LinearWeights head,
                           find.Matrix("lm_head.weight", c.target_vocab_size, c.d_model));
   GLOSSA_ASSIGN_OR_RETURN(const float* bias,
                           file.FloatTensor("final_logits_bias", {c.target_vocab_size}));
-  OutputProjection out;
-  GLOSSA_ASSIGN_OR_RETURN(out.linear,
-                          Finder::MakeLinear(file, head, bias, c.d_model, c.target_vocab_size,
-                                             Activation::kNone, options.output_compute));
-  if (options.argmax_screen) out.screen = ArgMaxScreen::Build(*out.linear);
-  return out;
+  return Finder::MakeLinear(file, head, bias, c.d_model, c.target_vocab_size, Activation::kNone,
+                            options.output_compute);
 }
 }  // namespace
 
@@ -127,7 +119,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
                                                           const WeightOptions& options) {
   // The output projection, the largest matrix, is copied into oneDNN's layout on a thread of its
   // own while this one does the layers (a 2-core machine loads NLLB-600M ~0.3 s sooner).
-  std::future<absl::StatusOr<OutputProjection>> head =
+  std::future<absl::StatusOr<std::unique_ptr<Linear>>> head =
       std::async(std::launch::async, [&] { return LoadOutputProjection(file, c, options); });
   auto w = std::make_unique<ModelWeights>();
   Finder find(file, c.d_model, options.compute);
@@ -159,9 +151,10 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
     GLOSSA_ASSIGN_OR_RETURN(l.final_norm, find.Norm(p + ".final_layer_norm"));
     w->decoder_layers.push_back(std::move(l));
   }
-  GLOSSA_ASSIGN_OR_RETURN(OutputProjection projection, head.get());
-  w->lm_head = std::move(projection.linear);
-  w->lm_head_screen = std::move(projection.screen);
+  GLOSSA_ASSIGN_OR_RETURN(w->lm_head, head.get());
+  if (options.argmax_screen && w->lm_head->PackedFloat32View().data != nullptr) {
+    w->lm_head_screen = std::make_unique<LazyArgMaxScreen>(*w->lm_head);
+  }
   return w;
 }
 

@@ -54,8 +54,9 @@ struct ModelWeights {
   std::vector<EncoderLayerWeights> encoder_layers;
   std::vector<DecoderLayerWeights> decoder_layers;
   std::unique_ptr<Linear> lm_head;  // d_model -> target vocab, final_logits_bias fused
-  // With WeightOptions::argmax_screen, where the output projection allows one.
-  std::unique_ptr<ArgMaxScreen> lm_head_screen;
+  // With WeightOptions::argmax_screen, where the output projection may have one (float32, packed
+  // for ops/gemv.h): its screen, built on first use; null otherwise.
+  std::unique_ptr<LazyArgMaxScreen> lm_head_screen;
 };
 
 // The compute types of the Linear layers: `compute` for every layer of the encoder and decoder,
@@ -63,8 +64,8 @@ struct ModelWeights {
 struct WeightOptions {
   ComputeType compute = ComputeType::kFloat32;
   ComputeType output_compute = ComputeType::kFloat32;
-  // Build an ops/argmax_screen.h screen of the output projection (float32 only): greedy steps
-  // that want no score then read a quarter of its bytes.
+  // Allow an ops/argmax_screen.h screen of the output projection (float32 only; built when a
+  // greedy step without scores first wants it): such steps then read a quarter of its bytes.
   bool argmax_screen = false;
 };
 

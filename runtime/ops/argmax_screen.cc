@@ -48,9 +48,9 @@ Scratch& ThreadScratch() {
 // chain per column over the inputs in order.
 template <int R>
 __attribute__((target("avx512f"))) void ApproximateSlabs(const int8_t* q, int64_t in, int64_t s0,
-                                                          int64_t s1, const float* x,
-                                                          const float* scale, const float* bias,
-                                                          int64_t stride, float* approx) {
+                                                         int64_t s1, const float* x,
+                                                         const float* scale, const float* bias,
+                                                         int64_t stride, float* approx) {
   // U sets of accumulators (inputs i, i + 1, ... in turn), so that few rows still keep enough
   // FMA chains in flight; added together at the end (the bound holds for any order).
   constexpr int U = R <= 2 ? 2 : 1;
@@ -66,7 +66,8 @@ __attribute__((target("avx512f"))) void ApproximateSlabs(const int8_t* q, int64_
     auto step = [&](int64_t i, int u) __attribute__((always_inline, target("avx512f"))) {
       __m512 wf[4];
       for (int k = 0; k < 4; ++k) {
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i * kCols + 16 * k));
+        const __m128i bytes =
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i * kCols + 16 * k));
         wf[k] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
       }
       for (int r = 0; r < R; ++r) {
@@ -95,8 +96,8 @@ __attribute__((target("avx512f"))) void ApproximateSlabs(const int8_t* q, int64_
 }
 
 template <int R>
-void ApproximateRows(const int8_t* q, int64_t in, int64_t slabs, const float* x,
-                     const float* scale, const float* bias, int64_t stride, float* approx) {
+void ApproximateRows(const int8_t* q, int64_t in, int64_t slabs, const float* x, const float* scale,
+                     const float* bias, int64_t stride, float* approx) {
   const int threads = omp_get_max_threads();
   if (threads <= 1) return ApproximateSlabs<R>(q, in, 0, slabs, x, scale, bias, stride, approx);
 #pragma omp parallel num_threads(threads)
@@ -107,8 +108,8 @@ void ApproximateRows(const int8_t* q, int64_t in, int64_t slabs, const float* x,
 }
 
 // max_j (a_j - E_j), E_j = norm * per_norm_j + fixed; NaN when some a_j is NaN.
-__attribute__((target("avx512f"))) float LowerMax(const float* a, const float* per_norm,
-                                                  int64_t n, float norm, float fixed) {
+__attribute__((target("avx512f"))) float LowerMax(const float* a, const float* per_norm, int64_t n,
+                                                  float norm, float fixed) {
   const __m512 vn = _mm512_set1_ps(norm), vf = _mm512_set1_ps(fixed);
   __m512 best = _mm512_set1_ps(-kInf);
   __mmask16 nan = 0;
@@ -144,7 +145,7 @@ __attribute__((target("avx512f"))) bool Above(const float* a, const float* per_n
 // q = round(w / s) clamped to +-127 (0 for a zero column), and its largest |w - s q| as rounded
 // once by an fma. False for a NaN or an infinity.
 __attribute__((target("avx512f"))) bool QuantizeSlab(const float* w, int64_t in, int8_t* q,
-                                                      float* scale, float* residual) {
+                                                     float* scale, float* residual) {
   __m512 largest[4];
   for (int k = 0; k < 4; ++k) largest[k] = _mm512_setzero_ps();
   __mmask16 bad = 0;
@@ -155,7 +156,8 @@ __attribute__((target("avx512f"))) bool QuantizeSlab(const float* w, int64_t in,
       largest[k] = _mm512_max_ps(largest[k], _mm512_abs_ps(v));
     }
   }
-  const __m512 inf = _mm512_set1_ps(kInf), hi = _mm512_set1_ps(127.0f), lo = _mm512_set1_ps(-127.0f);
+  const __m512 inf = _mm512_set1_ps(kInf), hi = _mm512_set1_ps(127.0f),
+               lo = _mm512_set1_ps(-127.0f);
   __m512 sc[4], inv[4], res[4];
   for (int k = 0; k < 4; ++k) {
     bad |= _mm512_cmp_ps_mask(largest[k], inf, _CMP_EQ_OQ);
@@ -258,6 +260,18 @@ int64_t ArgMaxScreen::bytes() const {
   return static_cast<int64_t>(q_.size() + 4 * (scale_.size() + bias_.size() + per_norm_.size()));
 }
 
+const ArgMaxScreen* LazyArgMaxScreen::Get() const {
+  absl::call_once(once_, [this] {
+    screen_ = ArgMaxScreen::Build(linear_);
+    built_.store(true, std::memory_order_release);
+  });
+  return screen_.get();
+}
+
+const ArgMaxScreen* LazyArgMaxScreen::IfBuilt() const {
+  return built_.load(std::memory_order_acquire) ? screen_.get() : nullptr;
+}
+
 ArgMaxScreen::Counts ArgMaxScreen::ProcessCounts() {
   return {rows_decided.load(std::memory_order_relaxed),
           candidates_seen.load(std::memory_order_relaxed)};
@@ -269,10 +283,14 @@ void ArgMaxScreen::Approximate(const float* x, int64_t rows, float* approx) cons
   const int8_t* q = q_.data();
   const float *sc = scale_.data(), *b = bias_.data();
   switch (rows) {
-    case 1: return ApproximateRows<1>(q, in_, slabs_, x, sc, b, stride, approx);
-    case 2: return ApproximateRows<2>(q, in_, slabs_, x, sc, b, stride, approx);
-    case 3: return ApproximateRows<3>(q, in_, slabs_, x, sc, b, stride, approx);
-    default: return ApproximateRows<4>(q, in_, slabs_, x, sc, b, stride, approx);
+    case 1:
+      return ApproximateRows<1>(q, in_, slabs_, x, sc, b, stride, approx);
+    case 2:
+      return ApproximateRows<2>(q, in_, slabs_, x, sc, b, stride, approx);
+    case 3:
+      return ApproximateRows<3>(q, in_, slabs_, x, sc, b, stride, approx);
+    default:
+      return ApproximateRows<4>(q, in_, slabs_, x, sc, b, stride, approx);
   }
 #else
   (void)x, (void)rows, (void)approx;

@@ -18,8 +18,9 @@
 // largest value, lowest id first, is Forward's argmax. Where the screen cannot tell (non-finite
 // values, too many candidates, every id excluded) it says so and the caller computes the logits.
 //
-// Memory: one byte per weight plus two floats per column (NLLB-600M: 262 MB beside the 1 GB
-// float32 copy). Built only for float32 Linears that ops/gemv.h's kernel serves.
+// Memory: one byte per weight plus three floats per column (NLLB-600M: 253 MB beside the 1 GB
+// float32 copy). Built only for float32 Linears that ops/gemv.h's kernel serves; the model's
+// is built on first use (LazyArgMaxScreen).
 #ifndef GLOSSA_RUNTIME_OPS_ARGMAX_SCREEN_H_
 #define GLOSSA_RUNTIME_OPS_ARGMAX_SCREEN_H_
 
@@ -28,6 +29,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "ops/linear.h"
 
 namespace glossa {
@@ -49,8 +51,8 @@ class ArgMaxScreen {
   // row r of linear.Forward(x) over the ids not in excluded[offsets[r] .. offsets[r + 1]), and
   // that value, bit for bit, into index[r] and value[r]. False when it cannot tell for some row
   // (the outputs are then unspecified). Uses the caller's OpenMP team size.
-  bool ArgMax(const float* x, int64_t rows, const int* excluded, const int* offsets,
-              int64_t* index, float* value) const;
+  bool ArgMax(const float* x, int64_t rows, const int* excluded, const int* offsets, int64_t* index,
+              float* value) const;
 
   // Rows decided and candidates computed in float32 over every screen's calls so far, in this
   // process (for benchmarks and tests).
@@ -79,6 +81,25 @@ class ArgMaxScreen {
   // Set once Linear::ForwardColumns declines (ops/gemv.h's kernel does not reproduce this
   // Linear's sums here): every later call says undecided at once.
   mutable std::atomic<bool> declined_{false};
+};
+
+// A screen built on first use, so that a process that never decodes greedy without scores (beam
+// search only, or scores always asked for) never holds one. Get() builds it once, on whichever
+// thread asks first (the others wait): base 0.1 s, NLLB-600M ~1 s.
+class LazyArgMaxScreen {
+ public:
+  // The Linear must outlive this.
+  explicit LazyArgMaxScreen(const Linear& linear) : linear_(linear) {}
+  // The screen (ArgMaxScreen::Build's; null where it cannot be built), built on the first call.
+  const ArgMaxScreen* Get() const;
+  // The screen when built, else null; never builds.
+  const ArgMaxScreen* IfBuilt() const;
+
+ private:
+  const Linear& linear_;
+  mutable absl::once_flag once_;
+  mutable std::unique_ptr<ArgMaxScreen> screen_;
+  mutable std::atomic<bool> built_{false};
 };
 
 }  // namespace glossa

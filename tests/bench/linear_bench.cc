@@ -6,7 +6,8 @@
 //                                    pieces, see ops/linear.h)
 //   BM_PlainMatmul/in/out/rows       the previous scheme, for comparison: one oneDNN matmul per row
 //                                    count over the [out, in] weights used in place as an
-//                                    {in, out}:ba view, fresh memory objects and an args map per call
+//                                    {in, out}:ba view, fresh memory objects and an args map per
+//                                    call
 //   BM_AttendRow/heads/head_dim/keys glossa::AttendRow (vectorised kernels)
 //   BM_AttendRowScalar/...           the previous scalar AttendRow, for comparison
 // Shapes are those of the demo model (d_model 256, FFN 1024, vocabulary 15315, 4 heads of 64);
@@ -17,6 +18,9 @@
 //                                    oneDNN; also above gemv::kMaxRows rows; in a
 //                                    gemv::StreamingScope, as a decoder step); counter GB/s of
 //                                    weights streamed.
+//   BM_ArgMaxScreen/rows/screen      OPUS-MT big's output projection, from DRAM, at 1 to 4 rows:
+//                                    ops/argmax_screen.h's argmax (1) against the float32
+//                                    product (0); counter GB/s of weights read.
 // Counters: GFLOP/s of the matmul, or of the 4·keys·d_model FLOP of attention.
 // No figure is checked: this is a tool for comparing changes on one machine.
 #include <benchmark/benchmark.h>
@@ -32,6 +36,7 @@
 
 #include "layers/attention.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "ops/argmax_screen.h"
 #include "ops/gemv.h"
 #include "ops/linear.h"
 #include "ops/ops.h"
@@ -172,6 +177,54 @@ void BM_SmallRows(benchmark::State& state) {
 BENCHMARK(BM_SmallRows)
     ->ArgsProduct({{1, 2, 3, 4, 8, 16, 32, 64, 128}, {1, 0}})
     ->ArgNames({"rows", "kernel"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The output projection of OPUS-MT big (1024 x 60,878, two copies so that each pass streams from
+// DRAM) for `rows` rows: its argmax through ops/argmax_screen.h (screen 1), or the float32
+// product the step computes otherwise (screen 0: Forward, ops/gemv.h's kernel). Counter GB/s: of
+// the bytes each reads (int8 or float32 weights).
+void BM_ArgMaxScreen(benchmark::State& state) {
+  const int64_t rows = state.range(0), in = 1024, out = 60878;
+  const bool screened = state.range(1) != 0;
+  const glossa::gemv::StreamingScope streaming;
+  std::vector<std::vector<float>> weights;
+  std::vector<std::unique_ptr<glossa::Linear>> linears;
+  std::vector<std::unique_ptr<glossa::ArgMaxScreen>> screens;
+  const auto bias = Random(out, 9, 0.1f);
+  for (uint32_t copy = 0; copy < 2; ++copy) {
+    weights.push_back(Random(in * out, 20 + copy, 0.1f));
+    linears.push_back(
+        std::make_unique<glossa::Linear>(weights.back().data(), bias.data(), in, out));
+    if (screened) {
+      screens.push_back(glossa::ArgMaxScreen::Build(*linears.back()));
+      if (screens.back() == nullptr) return state.SkipWithError("no ArgMaxScreen on this CPU");
+    }
+  }
+  const auto x = Random(rows * in, 7, 3.0f);
+  std::vector<float> y(rows * out);
+  std::vector<int> offsets(rows + 1, 0);
+  int64_t index[glossa::ArgMaxScreen::kMaxRows];
+  float value[glossa::ArgMaxScreen::kMaxRows];
+  int64_t undecided = 0;
+  for (auto _ : state) {
+    for (size_t c = 0; c < linears.size(); ++c) {
+      if (screened) {
+        undecided += !screens[c]->ArgMax(x.data(), rows, nullptr, offsets.data(), index, value);
+      } else {
+        linears[c]->Forward(x.data(), rows, y.data());
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::DoNotOptimize(index);
+  }
+  if (undecided > 0) state.SkipWithError("the screen could not decide");
+  state.counters["GB/s"] = benchmark::Counter(2.0 * in * out * (screened ? 1 : 4) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_ArgMaxScreen)
+    ->ArgsProduct({{1, 2, 4}, {1, 0}})
+    ->ArgNames({"rows", "screen"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -28,6 +28,11 @@ Cells:
                 engine with 2 workers x 1 thread (what glossa-server runs on 2 cores, --workers 0).
                 "WxT" gives workers x threads for both.
   beam, batch   beam 1 (greedy) and 4; at most 32 or 1 sentences decoded together per worker.
+                Neither engine computes scores (CTranslate2's default; glossa-server's unless a
+                request asks): Glossa's greedy steps of at most 4 rows then take their tokens
+                from the output projection's ArgMaxScreen (runtime/ops/argmax_screen.h; its
+                int8 copy counts in Glossa's peak RSS; per-run lines show its rows and the
+                candidates per row).
 
 Models:
   demo          ../shared/models/opus-mt-es-en-bible (real weights); input: the first --sentences
@@ -438,7 +443,11 @@ def main():
                                        % (r["read_gbps"], r["chase_ns"]) if "chase_ns" in r else "")
                                     + ("; output projection read %.1f GB/s"
                                        % r["projection_read_gbps"]
-                                       if "projection_read_gbps" in r else ""))
+                                       if "projection_read_gbps" in r else "")
+                                    + ("; argmax screen (%.0f MB): %d rows, %.2f candidates each"
+                                       % (r["screen_mb"], r["screened_rows"],
+                                          r["candidates_per_screened_row"])
+                                       if r.get("screened_rows") else ""))
                         peer = median_run(runs["ctranslate2"])
                         for label, _, _ in variants:
                             mine = median_run(runs["glossa:" + label])

@@ -25,7 +25,9 @@
 //
 // screened_rows, candidates_per_screened_row, screen_mb: greedy steps decided by the output
 // projection's ArgMaxScreen (--argmax_screen; without --scores, as CTranslate2's driver and
-// glossa-server by default), the float32 logits computed per such row, the screen's memory.
+// glossa-server by default), the float32 logits computed per such row, the screen's memory. The
+// screen is built on first use: in a greedy cell by the first translation (in load_s), never in
+// a beam-search cell (its first translation, greedy, asks for scores).
 //
 // --min_output_tokens may equal --max_output_tokens (end of sentence never allowed, so every
 // output has exactly that many tokens): the benchmark's fixed-length mode for random-weight
@@ -54,10 +56,10 @@
 #include "engine/model.h"
 #include "engine/text_job.h"
 #include "model/weights.h"
+#include "nlohmann/json.hpp"
 #include "ops/argmax_screen.h"
 #include "ops/gemv.h"
 #include "ops/linear.h"
-#include "nlohmann/json.hpp"
 #include "text/languages.h"
 #include "util/threads.h"
 #include "util/usage.h"
@@ -102,6 +104,13 @@ int64_t MinorFaults() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   return usage.ru_minflt;
+}
+
+// The bytes of the model's ArgMaxScreen, 0 where none was built.
+int64_t ScreenBytes(const glossa::Model& model) {
+  const auto& lazy = model.weights().lm_head_screen;
+  const glossa::ArgMaxScreen* screen = lazy != nullptr ? lazy->IfBuilt() : nullptr;
+  return screen != nullptr ? screen->bytes() : 0;
 }
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -208,6 +217,10 @@ int main(int argc, char** argv) {
   glossa::TranslateOptions first_options = options;
   first_options.beam_size = 1;
   first_options.min_output_tokens = 0;
+  // A beam-search cell stands for a process that serves beam search: its first translation asks
+  // for scores, so that it does not build the greedy-only ArgMaxScreen (built on first use). A
+  // greedy cell's first translation builds it, in its load time and peak RSS.
+  first_options.scores = beam > 1 || options.scores;
   if (absl::GetFlag(FLAGS_first_max_output_tokens) > 0) {
     first_options.max_output_tokens = absl::GetFlag(FLAGS_first_max_output_tokens) + language_token;
   }
@@ -323,11 +336,7 @@ int main(int argc, char** argv) {
        Round(static_cast<double>(screen_after.candidates - screen_before.candidates) /
                  std::max<int64_t>(1, screen_after.rows - screen_before.rows),
              2)},
-      {"screen_mb", Round(static_cast<double>((*model)->weights().lm_head_screen
-                                                  ? (*model)->weights().lm_head_screen->bytes()
-                                                  : 0) /
-                              (1 << 20),
-                          1)},
+      {"screen_mb", Round(static_cast<double>(ScreenBytes(**model)) / (1 << 20), 1)},
   };
   std::cerr << report.dump() << std::endl;
   return 0;

@@ -148,8 +148,8 @@ TEST_F(ArgMaxScreenTest, BuiltOnlyForFloat32WithoutActivation) {
   const Linear relu(l.weight.data(), l.bias.data(), l.in, l.out, Activation::kRelu);
   EXPECT_EQ(ArgMaxScreen::Build(relu), nullptr);
   try {
-    const Linear int8(LinearWeights{l.weight.data()}, l.bias.data(), l.in, l.out,
-                      Activation::kNone, ComputeType::kInt8);
+    const Linear int8(LinearWeights{l.weight.data()}, l.bias.data(), l.in, l.out, Activation::kNone,
+                      ComputeType::kInt8);
     EXPECT_EQ(ArgMaxScreen::Build(int8), nullptr);
   } catch (const dnnl::error&) {
     // No int8 kernel on this CPU: nothing to check.

@@ -107,6 +107,18 @@ void ApproximateRows(const int8_t* q, int64_t in, int64_t slabs, const float* x,
   }
 }
 
+// Whether a[0, n) holds no NaN and no infinity (an overflowed approximation says nothing).
+__attribute__((target("avx512f"))) bool AllFinite(const float* a, int64_t n) {
+  const __m512 inf = _mm512_set1_ps(kInf);
+  __mmask16 bad = 0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    bad |= _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(a + j)), inf, _CMP_NLT_UQ);
+  }
+  for (; j < n; ++j) bad |= !std::isfinite(a[j]);
+  return bad == 0;
+}
+
 // max_j (a_j - E_j), E_j = norm * per_norm_j + fixed; NaN when some a_j is NaN.
 __attribute__((target("avx512f"))) float LowerMax(const float* a, const float* per_norm, int64_t n,
                                                   float norm, float fixed) {
@@ -316,6 +328,7 @@ bool ArgMaxScreen::Candidates(const float* x, const float* approx, std::vector<i
 
 bool ArgMaxScreen::ArgMax(const float* x, int64_t rows, const int* excluded, const int* offsets,
                           int64_t* index, float* value) const {
+#if GLOSSA_SCREEN_X86
   if (rows < 1 || rows > kMaxRows || declined_.load(std::memory_order_relaxed)) return false;
   Scratch& s = ThreadScratch();
   const int64_t stride = slabs_ * kCols;
@@ -323,6 +336,7 @@ bool ArgMaxScreen::ArgMax(const float* x, int64_t rows, const int* excluded, con
   Approximate(x, rows, s.approx.data());
   for (int64_t r = 0; r < rows; ++r) {
     float* approx = s.approx.data() + r * stride;
+    if (!AllFinite(approx, out_)) return false;
     std::fill(approx + out_, approx + stride, -kInf);
     for (int e = offsets[r]; e < offsets[r + 1]; ++e) {
       if (excluded[e] >= 0 && excluded[e] < out_) approx[excluded[e]] = -kInf;
@@ -354,6 +368,10 @@ bool ArgMaxScreen::ArgMax(const float* x, int64_t rows, const int* excluded, con
   }
   rows_decided.fetch_add(rows, std::memory_order_relaxed);
   return true;
+#else
+  (void)x, (void)rows, (void)excluded, (void)offsets, (void)index, (void)value;
+  return false;
+#endif
 }
 
 }  // namespace glossa

@@ -140,6 +140,15 @@ TEST_F(ArgMaxScreenTest, SaysUndecidedRatherThanGuess) {
   const int all[2] = {0, static_cast<int>(l.out)};
   EXPECT_FALSE(screen->ArgMax(x.data(), 1, every.data(), all, &index, &value));
   EXPECT_FALSE(screen->ArgMax(x.data(), ArgMaxScreen::kMaxRows + 1, nullptr, none, &index, &value));
+
+  // A finite input whose products overflow: |x|_1 is finite, a logit is not.
+  Layer large = l;
+  std::fill_n(large.weight.begin() + 7 * l.in, l.in, 100.0f);
+  const Linear overflowing(large.weight.data(), large.bias.data(), l.in, l.out);
+  const auto screen2 = ArgMaxScreen::Build(overflowing);
+  ASSERT_NE(screen2, nullptr);
+  std::vector<float> huge(l.in, 2e36f);
+  EXPECT_FALSE(screen2->ArgMax(huge.data(), 1, nullptr, none, &index, &value));
 }
 
 // Only float32 Linears without an activation get a screen.

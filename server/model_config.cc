@@ -54,23 +54,21 @@ absl::StatusOr<int64_t> ParseInt(absl::string_view key, absl::string_view value,
   return n;
 }
 
+absl::Status ParseBool(absl::string_view key, absl::string_view value, bool* out) {
+  if (!absl::SimpleAtob(value, out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, "=", QuoteForMessage(value), ": expected true or false"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SetOption(absl::string_view key, absl::string_view value, ModelSpec* spec) {
   if (key == "compute_type") {
     spec->model_options.compute_type = std::string(value);
   } else if (key == "float32_output_layer") {
-    bool b = false;
-    if (!absl::SimpleAtob(value, &b)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("float32_output_layer=", QuoteForMessage(value), ": expected true or false"));
-    }
-    spec->model_options.float32_output_layer = b;
+    return ParseBool(key, value, &spec->model_options.float32_output_layer);
   } else if (key == "argmax_screen") {
-    bool b = false;
-    if (!absl::SimpleAtob(value, &b)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("argmax_screen=", QuoteForMessage(value), ": expected true or false"));
-    }
-    spec->model_options.argmax_screen = b;
+    return ParseBool(key, value, &spec->model_options.argmax_screen);
   } else if (key == "workers") {
     auto n = ParseInt(key, value, 0, 256);
     if (!n.ok()) return n.status();

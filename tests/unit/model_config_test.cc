@@ -37,7 +37,8 @@ TEST(ModelConfigTest, TextLinesWithOptionsAndComments) {
       "a=/m/a.glossa\n"
       "\n"
       "  b=rel/b.glossa   compute_type=int8 workers=3 threads=2  # tuned\r\n"
-      "c=/m/c.glossa max_active_sequences=8 kv_cache_mb=16 float32_output_layer=true\n",
+      "c=/m/c.glossa max_active_sequences=8 kv_cache_mb=16 float32_output_layer=true "
+      "argmax_screen=false\n",
       Defaults(), "/etc/glossa");
   ASSERT_TRUE(specs.ok()) << specs.status();
   ASSERT_EQ(specs->size(), 3u);
@@ -54,6 +55,8 @@ TEST(ModelConfigTest, TextLinesWithOptionsAndComments) {
   EXPECT_EQ(c.engine_options.max_active_rows, 32);
   EXPECT_EQ(c.engine_options.kv_cache_bytes, int64_t{16} << 20);
   EXPECT_TRUE(c.model_options.float32_output_layer);
+  EXPECT_TRUE(a.model_options.argmax_screen);  // the default
+  EXPECT_FALSE(c.model_options.argmax_screen);
 }
 
 TEST(ModelConfigTest, JsonObjectAndArrayForms) {
@@ -88,6 +91,7 @@ TEST(ModelConfigTest, MistakesAreNamed) {
       {"a=/m/a workers=many\n", "workers="},
       {"a=/m/a threads=0\n", "threads="},
       {"a=/m/a float32_output_layer=maybe\n", "true or false"},
+      {"a=/m/a argmax_screen=1.5\n", "argmax_screen="},
       {"a=/m/a\na=/m/b\n", "listed twice"},
       {"# nothing\n\n", "lists no model"},
       {"", "lists no model"},

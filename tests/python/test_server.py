@@ -335,6 +335,17 @@ class TranslateTest(ServerTestCase):
                 self.assertLess(h.score, 0.0, f"beam {beam}: {h.text!r}")
                 self.assertTrue(h.token_ids, f"beam {beam}: no token_ids")
 
+    def test_greedy_without_scores_takes_the_same_tokens(self):
+        # Without return_scores greedy steps use the argmax screen (runtime/ops/argmax_screen.h);
+        # asked afterwards, the scores are computed, not a cached answer without them.
+        for text in (SHORT, LONG):
+            plain = self.translate([text], beam_size=1).translations[0].hypotheses[0]
+            scored = self.translate([text], beam_size=1,
+                                    return_scores=True).translations[0].hypotheses[0]
+            self.assertEqual(list(plain.token_ids), list(scored.token_ids))
+            self.assertEqual(plain.text, scored.text)
+            self.assertLess(scored.score, 0.0)
+
     def test_scores_are_zero_unless_asked(self):
         response = self.translate([SHORT], beam_size=4)
         self.assertEqual(response.translations[0].hypotheses[0].score, 0.0)

@@ -44,8 +44,8 @@ Scratch& ThreadScratch() {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-// Slabs [s0, s1) for R rows: approx[r][j] = fma(x_r · q_j, s_j, b_j), each dot product one FMA
-// chain per column over the inputs in order.
+// Slabs [s0, s1) for R rows: approx[r][j] = fma(x_r · q_j, s_j, b_j), each dot product FMA
+// chains over the inputs (U of them, interleaved, then added).
 template <int R>
 __attribute__((target("avx512f"))) void ApproximateSlabs(const int8_t* q, int64_t in, int64_t s0,
                                                          int64_t s1, const float* x,

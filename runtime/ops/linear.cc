@@ -534,15 +534,12 @@ bool Linear::ForwardPieceInBlocks(const float* x, int64_t rows, int64_t first_ro
   float* out = memories.BlockOutput(rows * kColumnBlock);
   // Few rows: ops/gemv.h's kernel over each block of the packed weights (itself a packed matrix
   // of that width).
-  const int64_t chunk = rows <= gemv::RowLimit() ? GemvChunk(false) : 0;
-  if (chunk > 0) {
-    const auto* packed = static_cast<const float*>(packed_weight_mem_.get_data_handle());
-    const auto* bias = bias_mem_ ? static_cast<const float*>(bias_mem_.get_data_handle()) : nullptr;
+  if (rows <= gemv::RowLimit() && GemvChunk(false) > 0) {
     for (int64_t first = 0; first < out_; first += kColumnBlock) {
       const int64_t cols = std::min(kColumnBlock, out_ - first);
-      const gemv::PackedWeights w{packed + first / gemv::kSlabCols * slab_stride_, in_, cols,
-                                  slab_stride_, chunk};
-      gemv::Forward(w, x, rows, bias != nullptr ? bias + first : nullptr, false, activation_, out);
+      // Cannot decline here: ForwardInColumnBlocks asks what PackedFloat32View does, and the
+      // chunk was found above.
+      if (!ForwardColumns(x, rows, first, cols, out)) return false;
       done(first_row, rows, first, cols, out, cols);
     }
     return true;

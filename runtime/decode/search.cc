@@ -207,8 +207,17 @@ bool Search::BannedNow(int id) const {
   return Banned(id) || (id == vocab_.eos_id && new_tokens() < options_.min_new_tokens);
 }
 
+// A forced token (the forced BOS, a prefix token, the forced EOS at greedy's length limit)
+// needs no logits at all while no score is wanted of it.
 bool Search::ArgMaxOnly() const {
-  return options_.beam_size == 1 && !options_.scores && SummaryTopK() >= 0;
+  if (options_.beam_size != 1 || options_.scores || options_.token_scores || done_) return false;
+  return ForcedWithoutRow() || SummaryTopK() >= 0;
+}
+
+bool Search::ForcedWithoutRow() const {
+  if (done_ || options_.token_scores) return false;
+  return ForcedBosStep() || step_ < prefix_length() ||
+         (options_.beam_size == 1 && !options_.scores && ForcedStep());
 }
 
 void Search::ExcludedNow(std::vector<int>* ids) const {
@@ -217,7 +226,19 @@ void Search::ExcludedNow(std::vector<int>* ids) const {
 }
 
 void Search::AdvanceToArgMax(int token) {
+  if (ForcedWithoutRow()) return AdvanceForced();
   TakeGreedyToken(token, 0.0f, ops::LogSumExp(), /*forced=*/false);
+  if (!done_) PrepareNextStep();
+}
+
+void Search::AdvanceForced() {
+  if (ForcedBosStep()) {
+    AdvanceForcedBos(nullptr);  // these read the row only for token scores
+  } else if (step_ < prefix_length()) {
+    AdvancePrefix(nullptr);
+  } else {
+    TakeGreedyToken(vocab_.forced_eos_id, 0.0f, ops::LogSumExp(), /*forced=*/true);
+  }
   if (!done_) PrepareNextStep();
 }
 

@@ -134,11 +134,16 @@ class Search {
 
   // Greedy without a score at a step that needs only the argmax of the processed logits: the
   // argmax of the raw logits over every id but ExcludedNow()'s. Then AdvanceToArgMax(token)
-  // advances exactly as Advance would.
+  // advances exactly as Advance would (at a forced step it ignores `token`).
   bool ArgMaxOnly() const;
   // Appends the ids the processors set to -inf at this step without reading the row.
   void ExcludedNow(std::vector<int>* ids) const;
   void AdvanceToArgMax(int token);
+  // This step's token is forced and nothing needs its logits (no token scores; at greedy's
+  // forced EOS, no score either): the forced BOS, a prefix token, the forced EOS. Then
+  // AdvanceForced() advances exactly as Advance would, without the rows.
+  bool ForcedWithoutRow() const;
+  void AdvanceForced();
 
   // Tokens every possible final result starts with: the common prefix of the running beams and
   // the finished hypotheses (for greedy, all tokens so far). Streaming sends these.

@@ -66,7 +66,8 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
   summary.top_count = top_count_.data();
   summary.write = write_.data();
   bool screened = false;
-  summary.argmax_only = PrepareArgMaxOnly();
+  summary.no_logits = AllForced();
+  summary.argmax_only = !summary.no_logits && PrepareArgMaxOnly();
   summary.excluded = excluded_.data();
   summary.excluded_offsets = excluded_offsets_.data();
   summary.screened = &screened;
@@ -81,8 +82,10 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
     }
     const int beams = g->search.active_beams();
     float* logits = logits_.data() + offset * vocab;
-    bool summarised = screened;
-    if (screened) {
+    bool summarised = screened || summary.no_logits;
+    if (summary.no_logits) {
+      g->search.AdvanceForced();
+    } else if (screened) {
       g->search.AdvanceToArgMax(static_cast<int>(stats_[offset].index));
     } else {
       summarised = top_k_[stepped] >= 0 && g->search.AdvanceFromSummary(
@@ -106,6 +109,13 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
   }
   groups_.resize(kept);
   return absl::OkStatus();
+}
+
+bool StepBatch::AllForced() const {
+  for (const auto& g : groups_) {
+    if (!g->paused && !g->search.ForcedWithoutRow()) return false;
+  }
+  return true;
 }
 
 bool StepBatch::PrepareArgMaxOnly() {

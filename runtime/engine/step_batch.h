@@ -78,6 +78,8 @@ class StepBatch {
   std::vector<int> excluded_, excluded_offsets_;
   // Sets up an argmax-only request when every stepped search allows one; false otherwise.
   bool PrepareArgMaxOnly();
+  // Every stepped search takes a forced token that needs no logits (Search::ForcedWithoutRow).
+  bool AllForced() const;
 };
 
 }  // namespace glossa

@@ -124,6 +124,7 @@ void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float
     layer.fc2->Forward(s.ffn.data(), n, x, /*accumulate=*/true);
     if (!pre) norm(layer.final_norm, x);
   }
+  if (summary != nullptr && summary->no_logits) return;
   if (config_.final_layer_norm) norm(weights_.decoder.final_norm, x);
   if (summary == nullptr) return weights_.lm_head->Forward(x, n, logits);
   if (summary->screened != nullptr) *summary->screened = false;

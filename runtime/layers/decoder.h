@@ -48,6 +48,9 @@ struct LogitsSummary {
   // argmax's logit) are meaningful. Row r excludes excluded[excluded_offsets[r] ..
   // excluded_offsets[r + 1]).
   bool argmax_only = false;
+  // No row's logits are wanted (every row takes a forced token): Step runs the layers, which
+  // fill the KV cache, and computes no logits nor any of the above.
+  bool no_logits = false;
   const int* excluded = nullptr;
   const int* excluded_offsets = nullptr;
   bool* screened = nullptr;

@@ -131,12 +131,22 @@ TEST(SearchTest, GreedyFollowsTheArgmaxAndScoresLogProbs) {
 // Greedy without scores: where ArgMaxOnly, the argmax of the logits over the ids not in
 // ExcludedNow() (banned ids; EOS before min_new_tokens) given to AdvanceToArgMax takes the tokens
 // that Advance takes on the rows; the score is 0.
+// Without scores every greedy step can be taken from the argmax alone, forced steps (the forced
+// BOS, a prefix, the forced EOS at the length limit) included: the same tokens as from the rows.
 TEST(SearchTest, ArgMaxOnlyStepsEqualRowSteps) {
-  for (int min_new_tokens : {0, 3}) {
+  struct Case {
+    size_t min_new_tokens;
+    int forced_bos_id;
+    std::vector<int> prefix;
+  };
+  for (const Case& c : {Case{0, -1, {}}, Case{3, -1, {}}, Case{0, 2, {}}, Case{0, -1, {3, 1}},
+                        Case{2, -1, {4, 3}}}) {
     SearchOptions o;
     o.beam_size = 1;
     o.max_new_tokens = 12;
-    o.min_new_tokens = min_new_tokens;
+    o.min_new_tokens = static_cast<int>(c.min_new_tokens);
+    o.forced_bos_id = c.forced_bos_id;
+    o.prefix = c.prefix;
     const auto rows = RunToy(o);
     o.scores = false;
     Search search(o, ToyVocab());
@@ -144,34 +154,43 @@ TEST(SearchTest, ArgMaxOnlyStepsEqualRowSteps) {
     int argmax_steps = 0;
     while (!search.done()) {
       auto logits = ToyLogits(prefix);
-      if (search.ArgMaxOnly()) {
-        std::vector<int> excluded;
-        search.ExcludedNow(&excluded);
-        EXPECT_EQ(std::count(excluded.begin(), excluded.end(), kEos),
-                  static_cast<int>(prefix.size()) <= min_new_tokens ? 1 : 0);
-        for (int id : excluded) logits[id] = -INFINITY;
-        search.AdvanceToArgMax(static_cast<int>(ops::ArgMax(logits.data(), kVocab)));
-        ++argmax_steps;
-      } else {
-        search.Advance(logits.data());
-      }
+      ASSERT_TRUE(search.ArgMaxOnly()) << "step " << search.step();
+      std::vector<int> excluded;
+      search.ExcludedNow(&excluded);
+      EXPECT_EQ(std::count(excluded.begin(), excluded.end(), kEos),
+                prefix.size() <= c.min_new_tokens + c.prefix.size() ? 1 : 0);
+      for (int id : excluded) logits[id] = -INFINITY;
+      search.AdvanceToArgMax(static_cast<int>(ops::ArgMax(logits.data(), kVocab)));
+      ++argmax_steps;
       prefix.push_back(search.StablePrefix().back());  // greedy: every token so far
     }
     const auto hyps = search.Results();
     ASSERT_EQ(hyps.size(), 1u);
-    EXPECT_EQ(hyps[0].tokens, rows[0].tokens) << "min_new_tokens " << min_new_tokens;
+    EXPECT_EQ(hyps[0].tokens, rows[0].tokens) << "min_new_tokens " << c.min_new_tokens;
     EXPECT_EQ(hyps[0].score, 0.0f);
-    // Every step but the forced EOS at the length limit.
-    EXPECT_GE(argmax_steps, static_cast<int>(hyps[0].tokens.size()) - 1);
+    EXPECT_EQ(argmax_steps, static_cast<int>(hyps[0].tokens.size()));
   }
-  SearchOptions o;  // greedy, scores wanted
+  // The forced EOS: a limit the toy's sentences reach.
+  SearchOptions o;
+  o.max_new_tokens = 2;
+  o.scores = false;
+  Search limited(o, ToyVocab());
+  while (!limited.done()) {
+    ASSERT_TRUE(limited.ArgMaxOnly());
+    EXPECT_EQ(limited.ForcedWithoutRow(), limited.step() == 1);
+    limited.AdvanceToArgMax(kVocab - 2);  // an allowed id that is never EOS
+  }
+  EXPECT_EQ(limited.Results()[0].tokens, (std::vector<int>{kVocab - 2, kEos}));
+
+  o = SearchOptions();  // greedy, scores wanted
   EXPECT_FALSE(Search(o, ToyVocab()).ArgMaxOnly());
   o.scores = false;
   EXPECT_TRUE(Search(o, ToyVocab()).ArgMaxOnly());
   o.token_scores = true;
   EXPECT_FALSE(Search(o, ToyVocab()).ArgMaxOnly());
   o.token_scores = false;
-  o.beam_size = 4;  // beam search needs every log-probability
+  o.forced_bos_id = 2;
+  o.beam_size = 4;  // beam search needs every log-probability, even at a forced step
   EXPECT_FALSE(Search(o, ToyVocab()).ArgMaxOnly());
 }
 

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "ops/gemv.h"
 #include "ops/ops.h"
@@ -27,6 +29,8 @@ std::atomic<int64_t> rows_decided{0}, candidates_seen{0};
 // Per-thread buffers of ArgMax: the approximate logits and one row's candidates.
 struct Scratch {
   std::vector<float> approx;
+  std::vector<uint8_t> codes;  // the rows' u8 codes, [rows][in rounded up to 4]
+  std::vector<float> row_scale, row_max;
   std::vector<int> ids;
   float exact[kCols];
 };
@@ -44,66 +48,70 @@ Scratch& ThreadScratch() {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-// Slabs [s0, s1) for R rows: approx[r][j] = fma(x_r · q_j, s_j, b_j), each dot product FMA
-// chains over the inputs (U of them, interleaved, then added).
+// One slab for R rows, VNNI: acc[r][k] = u_r . q over the slab's 16 columns 16k.., where u_r are
+// row r's u8 codes (4 per 32-bit lane) and q the slab's s8 codes, [in4][64][4].
 template <int R>
-__attribute__((target("avx512f"))) void ApproximateSlabs(const int8_t* q, int64_t in, int64_t s0,
-                                                         int64_t s1, const float* x,
-                                                         const float* scale, const float* bias,
-                                                         int64_t stride, float* approx) {
-  // U sets of accumulators (inputs i, i + 1, ... in turn), so that few rows still keep enough
-  // FMA chains in flight; added together at the end (the bound holds for any order).
-  constexpr int U = R <= 2 ? 2 : 1;
-  for (int64_t s = s0; s < s1; ++s) {
-    __m512 acc[U][R][4];
-    for (int u = 0; u < U; ++u) {
-      for (int r = 0; r < R; ++r) {
-        for (int k = 0; k < 4; ++k) acc[u][r][k] = _mm512_setzero_ps();
-      }
-    }
-    const int8_t* w = q + s * in * kCols;
-    // Input i into accumulator set u.
-    auto step = [&](int64_t i, int u) __attribute__((always_inline, target("avx512f"))) {
-      __m512 wf[4];
-      for (int k = 0; k < 4; ++k) {
-        const __m128i bytes =
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i * kCols + 16 * k));
-        wf[k] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
-      }
-      for (int r = 0; r < R; ++r) {
-        const __m512 xv = _mm512_set1_ps(x[r * in + i]);
-        for (int k = 0; k < 4; ++k) acc[u][r][k] = _mm512_fmadd_ps(wf[k], xv, acc[u][r][k]);
-      }
-    };
-    int64_t i = 0;
-    for (; i + U <= in; i += U) {
-      for (int u = 0; u < U; ++u) step(i + u, u);
-    }
-    for (; i < in; ++i) step(i, 0);
-    for (int u = 1; u < U; ++u) {
-      for (int r = 0; r < R; ++r) {
-        for (int k = 0; k < 4; ++k) acc[0][r][k] = _mm512_add_ps(acc[0][r][k], acc[u][r][k]);
-      }
-    }
-    for (int k = 0; k < 4; ++k) {
-      const int64_t col = s * kCols + 16 * k;
-      const __m512 sc = _mm512_loadu_ps(scale + col), b = _mm512_loadu_ps(bias + col);
-      for (int r = 0; r < R; ++r) {
-        _mm512_storeu_ps(approx + r * stride + col, _mm512_fmadd_ps(acc[0][r][k], sc, b));
-      }
+__attribute__((target("avx512f,avx512vnni"))) inline void DotSlab(const int8_t* q, int64_t in4,
+                                                                  const uint8_t* u,
+                                                                  int64_t u_stride,
+                                                                  __m512i acc[R][4]) {
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < 4; ++k) acc[r][k] = _mm512_setzero_si512();
+  }
+  for (int64_t i = 0; i < in4; ++i) {
+    __m512i w[4];
+    for (int k = 0; k < 4; ++k) w[k] = _mm512_loadu_si512(q + i * 4 * kCols + 64 * k);
+    for (int r = 0; r < R; ++r) {
+      int32_t four;
+      std::memcpy(&four, u + r * u_stride + 4 * i, 4);
+      const __m512i xv = _mm512_set1_epi32(four);
+      for (int k = 0; k < 4; ++k) acc[r][k] = _mm512_dpbusd_epi32(acc[r][k], xv, w[k]);
     }
   }
 }
 
+// Rows [r0, r0 + R) of slab s into approx: fma(float(acc - 128 c_j), sx_r s_j, b_j), c_j the
+// column's code sum (the u8 codes carry the zero point 128).
 template <int R>
-void ApproximateRows(const int8_t* q, int64_t in, int64_t slabs, const float* x, const float* scale,
-                     const float* bias, int64_t stride, float* approx) {
-  const int threads = omp_get_max_threads();
-  if (threads <= 1) return ApproximateSlabs<R>(q, in, 0, slabs, x, scale, bias, stride, approx);
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), n = omp_get_num_threads();
-    ApproximateSlabs<R>(q, in, slabs * t / n, slabs * (t + 1) / n, x, scale, bias, stride, approx);
+__attribute__((target("avx512f,avx512vnni"))) void ApproximateSlabRows(
+    const int8_t* q, int64_t in4, int64_t s, int64_t r0, const uint8_t* u, int64_t u_stride,
+    const float* row_scale, const int32_t* zero_sums, const float* scale, const float* bias,
+    int64_t stride, float* approx) {
+  __m512i acc[R][4];
+  DotSlab<R>(q + s * in4 * 4 * kCols, in4, u + r0 * u_stride, u_stride, acc);
+  for (int k = 0; k < 4; ++k) {
+    const int64_t col = s * kCols + 16 * k;
+    const __m512i zs = _mm512_loadu_si512(zero_sums + col);
+    const __m512 sc = _mm512_loadu_ps(scale + col), b = _mm512_loadu_ps(bias + col);
+    for (int r = 0; r < R; ++r) {
+      const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][k], zs));
+      const __m512 rs = _mm512_mul_ps(sc, _mm512_set1_ps(row_scale[r0 + r]));
+      _mm512_storeu_ps(approx + (r0 + r) * stride + col, _mm512_fmadd_ps(dot, rs, b));
+    }
+  }
+}
+
+// Slabs [s0, s1) for every row, the rows in groups of up to 6 (24 accumulators) while a slab's
+// codes are in cache.
+void ApproximateSlabs(const int8_t* q, int64_t in4, int64_t s0, int64_t s1, int64_t rows,
+                      const uint8_t* u, int64_t u_stride, const float* row_scale,
+                      const int32_t* zero_sums, const float* scale, const float* bias,
+                      int64_t stride, float* approx) {
+  for (int64_t s = s0; s < s1; ++s) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 6) {
+      auto run = [&](auto rows_now) {
+        ApproximateSlabRows<decltype(rows_now)::value>(q, in4, s, r0, u, u_stride, row_scale,
+                                                        zero_sums, scale, bias, stride, approx);
+      };
+      switch (std::min<int64_t>(6, rows - r0)) {
+        case 1: run(std::integral_constant<int, 1>()); break;
+        case 2: run(std::integral_constant<int, 2>()); break;
+        case 3: run(std::integral_constant<int, 3>()); break;
+        case 4: run(std::integral_constant<int, 4>()); break;
+        case 5: run(std::integral_constant<int, 5>()); break;
+        default: run(std::integral_constant<int, 6>()); break;
+      }
+    }
   }
 }
 
@@ -119,25 +127,34 @@ __attribute__((target("avx512f"))) bool AllFinite(const float* a, int64_t n) {
   return bad == 0;
 }
 
-// max_j (a_j - E_j), E_j = norm * per_norm_j + fixed (a_j finite or -inf: AllFinite ran first).
-__attribute__((target("avx512f"))) float LowerMax(const float* a, const float* per_norm, int64_t n,
-                                                  float norm, float fixed) {
-  const __m512 vn = _mm512_set1_ps(norm), vf = _mm512_set1_ps(fixed);
+// E_j = norm * per_norm_j + code * per_code_j + fixed.
+struct Bound {
+  const float* per_norm;
+  const float* per_code;
+  float norm, code, fixed;
+};
+__attribute__((target("avx512f"))) inline __m512 BoundAt(const Bound& e, int64_t j) {
+  return _mm512_fmadd_ps(
+      _mm512_set1_ps(e.norm), _mm512_loadu_ps(e.per_norm + j),
+      _mm512_fmadd_ps(_mm512_set1_ps(e.code), _mm512_loadu_ps(e.per_code + j),
+                      _mm512_set1_ps(e.fixed)));
+}
+
+// max_j (a_j - E_j) (a_j finite or -inf: AllFinite ran first).
+__attribute__((target("avx512f"))) float LowerMax(const float* a, const Bound& e, int64_t n) {
   __m512 best = _mm512_set1_ps(-kInf);
   for (int64_t j = 0; j < n; j += 16) {
-    const __m512 e = _mm512_fmadd_ps(vn, _mm512_loadu_ps(per_norm + j), vf);
-    best = _mm512_max_ps(best, _mm512_sub_ps(_mm512_loadu_ps(a + j), e));
+    best = _mm512_max_ps(best, _mm512_sub_ps(_mm512_loadu_ps(a + j), BoundAt(e, j)));
   }
   return _mm512_reduce_max_ps(best);
 }
 
 // Appends the ids j < n with a_j + E_j >= lower to ids, ascending; false past `limit` of them.
-__attribute__((target("avx512f"))) bool Above(const float* a, const float* per_norm, int64_t n,
-                                              float norm, float fixed, float lower, int limit,
-                                              std::vector<int>* ids) {
-  const __m512 vn = _mm512_set1_ps(norm), vf = _mm512_set1_ps(fixed), vl = _mm512_set1_ps(lower);
+__attribute__((target("avx512f"))) bool Above(const float* a, const Bound& bound, int64_t n,
+                                              float lower, int limit, std::vector<int>* ids) {
+  const __m512 vl = _mm512_set1_ps(lower);
   for (int64_t j = 0; j < n; j += 16) {
-    const __m512 e = _mm512_fmadd_ps(vn, _mm512_loadu_ps(per_norm + j), vf);
+    const __m512 e = BoundAt(bound, j);
     __mmask16 m = _mm512_cmp_ps_mask(_mm512_add_ps(_mm512_loadu_ps(a + j), e), vl, _CMP_GE_OQ);
     while (m != 0) {
       const int lane = __builtin_ctz(m);
@@ -194,6 +211,13 @@ __attribute__((target("avx512f"))) bool QuantizeSlab(const float* w, int64_t in,
 #pragma GCC diagnostic pop
 #endif
 
+#if GLOSSA_SCREEN_X86
+bool CpuHasVnni() {
+  static const bool has = __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+#endif
+
 // gamma_k of rounding-error analysis: k u / (1 - k u), u = 2^-24.
 double Gamma(int64_t k) {
   const double u = std::ldexp(1.0, -24);
@@ -207,7 +231,7 @@ ArgMaxScreen::ArgMaxScreen(const Linear& linear)
 
 std::unique_ptr<ArgMaxScreen> ArgMaxScreen::Build(const Linear& linear) {
 #if GLOSSA_SCREEN_X86
-  if (!ops::internal::CpuHasAvx512F()) return nullptr;
+  if (!ops::internal::CpuHasAvx512F() || !CpuHasVnni()) return nullptr;
   const Linear::PackedFloat32 view = linear.PackedFloat32View();
   if (view.data == nullptr) return nullptr;
   std::unique_ptr<ArgMaxScreen> screen(new ArgMaxScreen(linear));
@@ -220,19 +244,28 @@ std::unique_ptr<ArgMaxScreen> ArgMaxScreen::Build(const Linear& linear) {
 }
 
 // Per column: s_j, q_j and the exact largest residual d_j (double holds s_j q_ij exactly), then
-// E_j's coefficients. The bound on |k_j - a_j|, with L = |x|_1 as computed in float:
-//   |x|_1 <= L (1 + g_n); |w_ij| <= 127.5 s_j; the Linear's sum and the screen's each err by at
-//   most g_{n+1} (127.5 s_j |x|_1 + |b_j|) plus one rounding of the screen's fma;
-// so E_j = L (d_j + c 127.5 s_j) (1 + g_n) + c |b|_max, c = 2 g_{n+1} + 10 u (8 u beyond the
-// analysis: the comparisons a_j +- E_j round too), all times 1 + 2^-10, plus 1e-30 for values
-// flushed to zero.
+// the bound's coefficients. A row x is carried as u8 codes: x_i = sx (u_i - 128) + e_i with
+// sx = max|x| / 127 and |e_i| <= sx (1/2 + 2^-14) (x_i / sx rounded to nearest, computed in
+// float). Then x . w_j = sx s_j I_j + s_j sum e_i q_ij + sum x_i (w_ij - s_j q_ij), I_j the
+// integer dot product (exact in int32), so with L = |x|_1 as computed in float, M = max|x|:
+//   |x . w_j - sx s_j I_j| <= sx (1/2 + 2^-14) Q_j + L (1 + g_n) d_j,   Q_j = s_j sum_i |q_ij|;
+//   the screen's a_j = fma(float(I_j), fl(sx s_j), b_j) errs by at most 4.01 u M Q_j + u |b_j|
+//   (|sx s_j I_j| <= 127 sx Q_j ~ M Q_j; I_j converts exactly below 2^24, else within u);
+//   the Linear's own sum errs by at most g_{n+1} (127.5 s_j |x|_1 + |b_j|) (|w_ij| <= 127.5 s_j).
+// So E_j = L per_norm_j + code per_code_j + fixed_, with
+//   per_norm_j = (d_j + c 127.5 s_j) (1 + g_n), per_code_j = Q_j, code = sx (1/2 + 2^-14) +
+//   4.01 u M, fixed_ = c |b|_max, c = 2 g_{n+1} + 10 u (beyond the analysis: the comparisons
+//   a_j +- E_j round too), every coefficient times 1 + 2^-10 and rounded up, plus 1e-30 per
+// input for values flushed to zero.
 bool ArgMaxScreen::Quantize(const float* packed, int64_t slab_stride, const float* bias) {
 #if GLOSSA_SCREEN_X86
-  const int64_t padded = slabs_ * kCols;
-  q_.assign(slabs_ * in_ * kCols, 0);
+  const int64_t padded = slabs_ * kCols, in4 = (in_ + 3) / 4;
+  q_.assign(slabs_ * in4 * 4 * kCols, 0);
   scale_.assign(padded, 0.0f);
   bias_.assign(padded, 0.0f);
   per_norm_.assign(padded, 0.0f);
+  per_code_.assign(padded, 0.0f);
+  zero_sums_.assign(padded, 0);
   const double u = std::ldexp(1.0, -24), c = 2 * Gamma(in_ + 1) + 10 * u;
   const double margin = 1 + std::ldexp(1.0, -10), norm_error = 1 + Gamma(in_);
   double bias_max = 0;
@@ -242,21 +275,32 @@ bool ArgMaxScreen::Quantize(const float* packed, int64_t slab_stride, const floa
     bias_[j] = b;
     bias_max = std::max(bias_max, std::fabs(static_cast<double>(b)));
   }
+  std::vector<int8_t> plain(in_ * kCols);  // one slab's codes, [in][64]
   for (int64_t s = 0; s < slabs_; ++s) {
     float* scale = scale_.data() + s * kCols;
     float residual[kCols];
-    if (!QuantizeSlab(packed + s * slab_stride, in_, q_.data() + s * in_ * kCols, scale,
-                      residual)) {
-      return false;
+    if (!QuantizeSlab(packed + s * slab_stride, in_, plain.data(), scale, residual)) return false;
+    int8_t* vnni = q_.data() + s * in4 * 4 * kCols;
+    int32_t sums[kCols] = {}, abs_sums[kCols] = {};
+    for (int64_t i = 0; i < in_; ++i) {
+      for (int64_t col = 0; col < kCols; ++col) {
+        const int8_t v = plain[i * kCols + col];
+        vnni[((i / 4) * kCols + col) * 4 + i % 4] = v;
+        sums[col] += v;
+        abs_sums[col] += std::abs(v);
+      }
     }
     for (int64_t col = 0; col < kCols; ++col) {
       // The float residual is rounded once: the true one is within a factor 1 + u of it.
       const double d = residual[col] * (1 + std::ldexp(1.0, -20));
       const double e = (d + c * 127.5 * scale[col]) * norm_error * margin;
       per_norm_[s * kCols + col] = std::nextafter(static_cast<float>(e), kInf);
+      const double q1 = static_cast<double>(scale[col]) * abs_sums[col] * margin;
+      per_code_[s * kCols + col] = std::nextafter(static_cast<float>(q1), kInf);
+      zero_sums_[s * kCols + col] = 128 * sums[col];
     }
   }
-  fixed_ = std::nextafter(static_cast<float>(c * bias_max * margin + 1e-30), kInf);
+  fixed_ = std::nextafter(static_cast<float>(c * bias_max * margin + 1e-30 * in_), kInf);
   return true;
 #else
   (void)packed, (void)slab_stride, (void)bias;
@@ -265,7 +309,8 @@ bool ArgMaxScreen::Quantize(const float* packed, int64_t slab_stride, const floa
 }
 
 int64_t ArgMaxScreen::bytes() const {
-  return static_cast<int64_t>(q_.size() + 4 * (scale_.size() + bias_.size() + per_norm_.size()));
+  return static_cast<int64_t>(q_.size() + 4 * (scale_.size() + bias_.size() + per_norm_.size() +
+                                               per_code_.size() + zero_sums_.size()));
 }
 
 const ArgMaxScreen* LazyArgMaxScreen::Get() const {
@@ -285,39 +330,63 @@ ArgMaxScreen::Counts ArgMaxScreen::ProcessCounts() {
           candidates_seen.load(std::memory_order_relaxed)};
 }
 
-void ArgMaxScreen::Approximate(const float* x, int64_t rows, float* approx) const {
+// Row r's u8 codes (zero point 128, padded with 128 to a multiple of 4 inputs), its step sx and
+// max|x|; false for a non-finite input or a step that would be subnormal.
+bool ArgMaxScreen::QuantizeRow(const float* x, uint8_t* codes, float* sx, float* max_abs) const {
+  float m = 0.0f;
+  for (int64_t i = 0; i < in_; ++i) m = std::max(m, std::fabs(x[i]));
+  if (!std::isfinite(m)) return false;
+  const float step = m / 127.0f;
+  if (m != 0.0f && !(step >= std::numeric_limits<float>::min())) return false;
+  const float inv = m != 0.0f ? 1.0f / step : 0.0f;
+  const int64_t padded = (in_ + 3) / 4 * 4;
+  for (int64_t i = 0; i < in_; ++i) {
+    const float r = std::min(127.0f, std::max(-127.0f, std::nearbyint(x[i] * inv)));
+    codes[i] = static_cast<uint8_t>(static_cast<int>(r) + 128);
+  }
+  std::fill(codes + in_, codes + padded, uint8_t{128});
+  *sx = step;
+  *max_abs = m;
+  return true;
+}
+
+void ArgMaxScreen::Approximate(const uint8_t* codes, const float* row_scale, int64_t rows,
+                               float* approx) const {
 #if GLOSSA_SCREEN_X86
-  const int64_t stride = slabs_ * kCols;
-  const int8_t* q = q_.data();
-  const float *sc = scale_.data(), *b = bias_.data();
-  switch (rows) {
-    case 1:
-      return ApproximateRows<1>(q, in_, slabs_, x, sc, b, stride, approx);
-    case 2:
-      return ApproximateRows<2>(q, in_, slabs_, x, sc, b, stride, approx);
-    case 3:
-      return ApproximateRows<3>(q, in_, slabs_, x, sc, b, stride, approx);
-    default:
-      return ApproximateRows<4>(q, in_, slabs_, x, sc, b, stride, approx);
+  const int64_t stride = slabs_ * kCols, in4 = (in_ + 3) / 4;
+  const int threads = omp_get_max_threads();
+  auto slabs = [&](int64_t s0, int64_t s1) {
+    ApproximateSlabs(q_.data(), in4, s0, s1, rows, codes, in4 * 4, row_scale, zero_sums_.data(),
+                     scale_.data(), bias_.data(), stride, approx);
+  };
+  if (threads <= 1) return slabs(0, slabs_);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    slabs(slabs_ * t / n, slabs_ * (t + 1) / n);
   }
 #else
-  (void)x, (void)rows, (void)approx;
+  (void)codes, (void)row_scale, (void)rows, (void)approx;
 #endif
 }
 
-bool ArgMaxScreen::Candidates(const float* x, const float* approx, std::vector<int>* ids) const {
+bool ArgMaxScreen::Candidates(const float* x, float sx, float max_abs, const float* approx,
+                              std::vector<int>* ids) const {
 #if GLOSSA_SCREEN_X86
   float norm = 0.0f;
   for (int64_t i = 0; i < in_; ++i) norm += std::fabs(x[i]);
   if (!std::isfinite(norm)) return false;
+  const double u = std::ldexp(1.0, -24), margin = 1 + std::ldexp(1.0, -10);
+  const double code = (sx * (0.5 + std::ldexp(1.0, -14)) + 4.01 * u * max_abs) * margin;
+  const Bound bound{per_norm_.data(), per_code_.data(), norm,
+                    std::nextafter(static_cast<float>(code), kInf), fixed_};
   const int64_t padded = slabs_ * kCols;
-  const float lower = LowerMax(approx, per_norm_.data(), padded, norm, fixed_);
+  const float lower = LowerMax(approx, bound, padded);
   if (!std::isfinite(lower)) return false;  // every id excluded
   ids->clear();
-  return Above(approx, per_norm_.data(), out_, norm, fixed_, lower, kMaxCandidates, ids) &&
-         !ids->empty();
+  return Above(approx, bound, out_, lower, kMaxCandidates, ids) && !ids->empty();
 #else
-  (void)x, (void)approx, (void)ids;
+  (void)x, (void)sx, (void)max_abs, (void)approx, (void)ids;
   return false;
 #endif
 }
@@ -327,9 +396,16 @@ bool ArgMaxScreen::ArgMax(const float* x, int64_t rows, const int* excluded, con
 #if GLOSSA_SCREEN_X86
   if (rows < 1 || rows > kMaxRows || declined_.load(std::memory_order_relaxed)) return false;
   Scratch& s = ThreadScratch();
-  const int64_t stride = slabs_ * kCols;
+  const int64_t stride = slabs_ * kCols, in4 = (in_ + 3) / 4;
   if (static_cast<int64_t>(s.approx.size()) < rows * stride) s.approx.resize(rows * stride);
-  Approximate(x, rows, s.approx.data());
+  if (static_cast<int64_t>(s.codes.size()) < rows * in4 * 4) s.codes.resize(rows * in4 * 4);
+  s.row_scale.resize(rows);
+  s.row_max.resize(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (!QuantizeRow(x + r * in_, s.codes.data() + r * in4 * 4, &s.row_scale[r], &s.row_max[r]))
+      return false;
+  }
+  Approximate(s.codes.data(), s.row_scale.data(), rows, s.approx.data());
   for (int64_t r = 0; r < rows; ++r) {
     float* approx = s.approx.data() + r * stride;
     if (!AllFinite(approx, out_)) return false;
@@ -338,7 +414,7 @@ bool ArgMaxScreen::ArgMax(const float* x, int64_t rows, const int* excluded, con
       if (excluded[e] >= 0 && excluded[e] < out_) approx[excluded[e]] = -kInf;
     }
     const float* xr = x + r * in_;
-    if (!Candidates(xr, approx, &s.ids)) return false;
+    if (!Candidates(xr, s.row_scale[r], s.row_max[r], approx, &s.ids)) return false;
     candidates_seen.fetch_add(static_cast<int64_t>(s.ids.size()), std::memory_order_relaxed);
     // Each candidate's slab in float32, by the Linear's kernel; the first largest wins.
     int64_t best = -1, slab = -1;

@@ -7,20 +7,27 @@
 //
 // How: an int8 copy of the weights (per output column j: q_ij = round(w_ij / s_j), s_j =
 // max_i |w_ij| / 127, the largest residual d_j = max_i |w_ij - s_j q_ij| measured exactly at
-// construction) gives every logit approximately, a_j = s_j (x · q_j) + b_j, reading a quarter
-// of the bytes. The float32 logit the Linear computes, k_j, is within E_j of a_j:
-//   |k_j - a_j| <= |x|_1 d_j  +  rounding of both float sums (each <= (n + 1) u (127.5 s_j |x|_1
-//   + |b_j|), u = 2^-24, n = inputs),
-// which the screen bounds from above (with margins for its own comparisons). With M the largest
-// a_j - E_j, no id whose a_j + E_j is below M can hold the maximum of k, so only the others (the
-// candidates: typically 1 to 20 of a vocabulary) are computed in float32, by the Linear's own
-// kernel over their 64-column slabs (Linear::ForwardColumns): the same bits as Forward. Their
-// largest value, lowest id first, is Forward's argmax. Where the screen cannot tell (non-finite
-// values, too many candidates, every id excluded) it says so and the caller computes the logits.
+// construction) and each row x as u8 codes (x_i ~ sx (u_i - 128), sx = max|x| / 127) give every
+// logit approximately, a_j = sx s_j (u - 128) . q_j + b_j, from an integer dot product (AVX-512
+// VNNI: 64 multiply-adds per instruction, a quarter of the float32 weights' bytes). The float32
+// logit the Linear computes, k_j, is within E_j of a_j:
+//   |k_j - a_j| <= |x|_1 d_j  +  (sx / 2) s_j |q_j|_1  +  roundings (of the Linear's float sum
+//   and of the screen's scaling),
+// which the screen bounds from above (with margins for its own comparisons; the derivation is
+// at ArgMaxScreen::Quantize). With M the largest a_j - E_j, no id whose a_j + E_j is below M can
+// hold the maximum of k, so only the others (the candidates: typically 1 to 2 of a vocabulary)
+// are computed in float32, by the Linear's own kernel over their 64-column slabs
+// (Linear::ForwardColumns): the same bits as Forward. Their largest value, lowest id first, is
+// Forward's argmax. Where the screen cannot tell (non-finite values, too many candidates, every
+// id excluded) it says so and the caller computes the logits.
 //
-// Memory: one byte per weight plus three floats per column (NLLB-600M: 253 MB beside the 1 GB
-// float32 copy). Built only for float32 Linears that ops/gemv.h's kernel serves; the model's
-// is built on first use (LazyArgMaxScreen).
+// Rows: 1 to kMaxRows (64, ops/gemv.h's most), in groups of 6 over each 64-column slab of codes
+// while it is in cache: at batch 32 the int8 products cost a fraction of the float32 ones.
+//
+// Memory: one byte per weight plus five numbers per column (NLLB-600M: 253 MB beside the 1 GB
+// float32 copy), and per thread rows x vocabulary floats of approximate logits. Built only for
+// float32 Linears that ops/gemv.h's kernel serves, on CPUs with AVX-512 VNNI; the model's is
+// built on first use (LazyArgMaxScreen).
 #ifndef GLOSSA_RUNTIME_OPS_ARGMAX_SCREEN_H_
 #define GLOSSA_RUNTIME_OPS_ARGMAX_SCREEN_H_
 
@@ -36,7 +43,7 @@ namespace glossa {
 
 class ArgMaxScreen {
  public:
-  static constexpr int64_t kMaxRows = 4;
+  static constexpr int64_t kMaxRows = 64;
   static constexpr int kMaxCandidates = 512;  // per row; more: undecided
 
   // Null where the screen cannot stand for `linear`: not float32 with packed weights that
@@ -65,18 +72,27 @@ class ArgMaxScreen {
  private:
   explicit ArgMaxScreen(const Linear& linear);
   bool Quantize(const float* packed, int64_t slab_stride, const float* bias);
-  // The approximate logits of `rows` rows into approx [rows][padded columns].
-  void Approximate(const float* x, int64_t rows, float* approx) const;
+  // Row x's u8 codes into codes [in rounded up to 4], its step sx and max |x|; false for a
+  // non-finite input (or a subnormal step).
+  bool QuantizeRow(const float* x, uint8_t* codes, float* sx, float* max_abs) const;
+  // The approximate logits of `rows` rows (their codes and steps) into approx [rows][padded].
+  void Approximate(const uint8_t* codes, const float* row_scale, int64_t rows,
+                   float* approx) const;
   // Row x's candidates (ascending ids) given its approximate logits (excluded ids -inf); false
   // when undecidable.
-  bool Candidates(const float* x, const float* approx, std::vector<int>* ids) const;
+  bool Candidates(const float* x, float sx, float max_abs, const float* approx,
+                  std::vector<int>* ids) const;
 
   const Linear& linear_;
   int64_t in_, out_, slabs_;
-  std::vector<int8_t> q_;        // [slabs][in][64]: ops/gemv.h's slab layout, one byte per weight
-  std::vector<float> scale_;     // [slabs * 64] s_j (0 past out)
-  std::vector<float> bias_;      // [slabs * 64] b_j (0 without a bias)
-  std::vector<float> per_norm_;  // [slabs * 64] E_j = |x|_1 * per_norm_[j] + fixed_
+  // [slabs][in / 4][64][4]: per 64-column slab (ops/gemv.h's), four inputs' codes per column
+  // together, as VNNI's dot products take them.
+  std::vector<int8_t> q_;
+  std::vector<float> scale_;       // [slabs * 64] s_j (0 past out)
+  std::vector<float> bias_;        // [slabs * 64] b_j (0 without a bias)
+  std::vector<int32_t> zero_sums_;  // [slabs * 64] 128 sum_i q_ij
+  // [slabs * 64] E_j = |x|_1 per_norm_[j] + code per_code_[j] + fixed_ (code: the row's).
+  std::vector<float> per_norm_, per_code_;
   float fixed_ = 0.0f;
   // Set once Linear::ForwardColumns declines (ops/gemv.h's kernel does not reproduce this
   // Linear's sums here): every later call says undecided at once.

@@ -18,7 +18,7 @@
 //                                    oneDNN; also above gemv::kMaxRows rows; in a
 //                                    gemv::StreamingScope, as a decoder step); counter GB/s of
 //                                    weights streamed.
-//   BM_ArgMaxScreen/rows/screen      OPUS-MT big's output projection, from DRAM, at 1 to 4 rows:
+//   BM_ArgMaxScreen/rows/screen      OPUS-MT big's output projection, from DRAM, at 1 to 64 rows:
 //                                    ops/argmax_screen.h's argmax (1) against the float32
 //                                    product (0); counter GB/s of weights read.
 // Counters: GFLOP/s of the matmul, or of the 4·keys·d_model FLOP of attention.
@@ -207,6 +207,7 @@ void BM_ArgMaxScreen(benchmark::State& state) {
   int64_t index[glossa::ArgMaxScreen::kMaxRows];
   float value[glossa::ArgMaxScreen::kMaxRows];
   int64_t undecided = 0;
+  const glossa::ArgMaxScreen::Counts before = glossa::ArgMaxScreen::ProcessCounts();
   for (auto _ : state) {
     for (size_t c = 0; c < linears.size(); ++c) {
       if (screened) {
@@ -219,11 +220,16 @@ void BM_ArgMaxScreen(benchmark::State& state) {
     benchmark::DoNotOptimize(index);
   }
   if (undecided > 0) state.SkipWithError("the screen could not decide");
+  const glossa::ArgMaxScreen::Counts after = glossa::ArgMaxScreen::ProcessCounts();
+  if (screened) {
+    state.counters["candidates/row"] = static_cast<double>(after.candidates - before.candidates) /
+                                       std::max<int64_t>(1, after.rows - before.rows);
+  }
   state.counters["GB/s"] = benchmark::Counter(2.0 * in * out * (screened ? 1 : 4) * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ArgMaxScreen)
-    ->ArgsProduct({{1, 2, 4}, {1, 0}})
+    ->ArgsProduct({{1, 4, 8, 32, 64}, {1, 0}})
     ->ArgNames({"rows", "screen"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -29,7 +29,7 @@ Cells:
                 "WxT" gives workers x threads for both.
   beam, batch   beam 1 (greedy) and 4; at most 32 or 1 sentences decoded together per worker.
                 Neither engine computes scores (CTranslate2's default; glossa-server's unless a
-                request asks): Glossa's greedy steps of at most 4 rows then take their tokens
+                request asks): Glossa's greedy steps of at most 64 rows then take their tokens
                 from the output projection's ArgMaxScreen (runtime/ops/argmax_screen.h; its
                 int8 copy counts in Glossa's peak RSS; per-run lines show its rows and the
                 candidates per row).

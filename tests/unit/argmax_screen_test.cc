@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "ops/gemv.h"
 #include "ops/ops.h"
 
 namespace glossa {
@@ -29,38 +31,50 @@ Layer RandomLayer(int64_t in, int64_t out, uint32_t seed) {
   return l;
 }
 
-// Forward's argmax over the ids not excluded, lowest id among equals, and its value.
+// Forward's argmax over the ids not excluded, lowest id among equals, and its value; y holds
+// the row's logits.
+std::pair<int64_t, float> Reference(std::vector<float> y, const std::vector<int>& excluded) {
+  for (int id : excluded) y[id] = -std::numeric_limits<float>::infinity();
+  const int64_t best = static_cast<int64_t>(ops::ArgMax(y.data(), static_cast<int64_t>(y.size())));
+  return {best, y[best]};
+}
+
 std::pair<int64_t, float> Reference(const Linear& linear, const float* x,
                                     const std::vector<int>& excluded) {
   std::vector<float> y(linear.out());
   linear.Forward(x, 1, y.data());
-  for (int id : excluded) y[id] = -std::numeric_limits<float>::infinity();
-  const int64_t best = static_cast<int64_t>(ops::ArgMax(y.data(), linear.out()));
-  return {best, y[best]};
+  return Reference(std::move(y), excluded);
 }
 
 class ArgMaxScreenTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!ops::internal::CpuHasAvx512F()) GTEST_SKIP() << "the screen needs AVX-512F";
+    if (!ops::internal::CpuHasAvx512F() || !__builtin_cpu_supports("avx512vnni")) {
+      GTEST_SKIP() << "the screen needs AVX-512F and AVX-512 VNNI";
+    }
   }
 };
 
-// Rows of 1 to kMaxRows, each compared with Forward row by row (ids 5000 + 37: a partial slab).
+// Rows of 1 to kMaxRows, each compared with Forward over all the rows at once, as a decoder step
+// computes them (in a gemv::StreamingScope: ops/gemv.h's kernel up to 64 rows), and with
+// Forward of that row alone (ids 5000 + 37: a partial slab).
 TEST_F(ArgMaxScreenTest, MatchesForwardOnRandomRows) {
   const Layer l = RandomLayer(512, 5037, 1);
   const Linear linear(l.weight.data(), l.bias.data(), l.in, l.out);
   const auto screen = ArgMaxScreen::Build(linear);
   ASSERT_NE(screen, nullptr);
   EXPECT_GE(screen->bytes(), l.in * l.out);
+  const gemv::StreamingScope streaming;
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const ArgMaxScreen::Counts before = ArgMaxScreen::ProcessCounts();
   int64_t rows_seen = 0;
-  for (int trial = 0; trial < 40; ++trial) {
-    const int64_t rows = 1 + trial % ArgMaxScreen::kMaxRows;
+  const int64_t row_counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 13, 32, 33, ArgMaxScreen::kMaxRows};
+  for (int trial = 0; trial < 36; ++trial) {
+    const int64_t rows = row_counts[trial % std::size(row_counts)];
     std::vector<float> x(rows * l.in);
     for (float& v : x) v = normal(rng) * (trial % 3 == 0 ? 30.0f : 1.0f);
+    if (trial % 4 == 1) x[trial % l.in] *= 8.0f;  // one outlying input: a coarser code step
     std::vector<int> excluded = {static_cast<int>(trial * 97 % l.out), 0};
     std::vector<int> offsets = {0};
     std::vector<int> all;
@@ -71,10 +85,17 @@ TEST_F(ArgMaxScreenTest, MatchesForwardOnRandomRows) {
     int64_t index[ArgMaxScreen::kMaxRows];
     float value[ArgMaxScreen::kMaxRows];
     ASSERT_TRUE(screen->ArgMax(x.data(), rows, all.data(), offsets.data(), index, value));
+    std::vector<float> y(rows * l.out);
+    linear.Forward(x.data(), rows, y.data());
     for (int64_t r = 0; r < rows; ++r) {
-      const auto [id, v] = Reference(linear, x.data() + r * l.in, excluded);
-      EXPECT_EQ(index[r], id) << "trial " << trial << " row " << r;
+      const auto [id, v] =
+          Reference(std::vector<float>(y.begin() + r * l.out, y.begin() + (r + 1) * l.out),
+                    excluded);
+      EXPECT_EQ(index[r], id) << "trial " << trial << " row " << r << " of " << rows;
       EXPECT_EQ(std::memcmp(&value[r], &v, sizeof v), 0) << "trial " << trial << " row " << r;
+      const auto [alone_id, alone_v] = Reference(linear, x.data() + r * l.in, excluded);
+      EXPECT_EQ(alone_id, id);
+      EXPECT_EQ(std::memcmp(&alone_v, &v, sizeof v), 0);
     }
     rows_seen += rows;
   }
@@ -118,6 +139,36 @@ TEST_F(ArgMaxScreenTest, SettlesTiesAndNearTies) {
     EXPECT_EQ(index, id) << excluded.size() << " excluded";
     EXPECT_EQ(value, v);
   }
+}
+
+// Weights the int8 codes hold exactly (multiples of 2^-7), so only the input's codes err: with
+// x = (127, 2.5001, 2.5001, 5.1) the codes are (127, 3, 3, 5). Column 4 differs from column 3
+// by (0, 1, 1, -1): its exact logit is lower by 0.0998 * 2^-7, its coded one higher by 2^-7.
+// A screen that left the input codes' error out of its bound would pick column 4.
+TEST_F(ArgMaxScreenTest, TheInputCodesErrorIsBounded) {
+  const int64_t in = 8, out = 70;
+  Layer l{in, out, std::vector<float>(in * out, 0.0f), std::vector<float>(out, 0.0f)};
+  const float step = std::ldexp(1.0f, -7);
+  const int a[in] = {127, 10, -20, 30, 0, 0, 0, 0};
+  for (int64_t i = 0; i < in; ++i) {
+    l.weight[3 * in + i] = a[i] * step;
+    l.weight[4 * in + i] = a[i] * step;
+  }
+  l.weight[4 * in + 1] += step;
+  l.weight[4 * in + 2] += step;
+  l.weight[4 * in + 3] -= step;
+  const Linear linear(l.weight.data(), l.bias.data(), l.in, l.out);
+  const auto screen = ArgMaxScreen::Build(linear);
+  ASSERT_NE(screen, nullptr);
+  const std::vector<float> x = {127.0f, 2.5001f, 2.5001f, 5.1f, 0.0f, 0.0f, 0.0f, 0.0f};
+  const auto [id, v] = Reference(linear, x.data(), {});
+  ASSERT_EQ(id, 3);
+  const int none[2] = {0, 0};
+  int64_t index;
+  float value;
+  ASSERT_TRUE(screen->ArgMax(x.data(), 1, nullptr, none, &index, &value));
+  EXPECT_EQ(index, 3);
+  EXPECT_EQ(value, v);
 }
 
 TEST_F(ArgMaxScreenTest, SaysUndecidedRatherThanGuess) {

@@ -167,10 +167,12 @@ __attribute__((target("avx512f"))) bool Above(const float* a, const Bound& bound
   return true;
 }
 // One slab of the packed weights, w [in][64]: each column's scale s = max |w| / 127, its codes
-// q = round(w / s) clamped to +-127 (0 for a zero column), and its largest |w - s q| as rounded
-// once by an fma. False for a NaN or an infinity.
+// q = round(w / s) clamped to +-127 (0 for a zero column) into q in the VNNI layout [in / 4][64]
+// [4] (inputs past `in` 0), their sums and sums of magnitudes, and its largest |w - s q| as
+// rounded once by an fma. False for a NaN or an infinity.
 __attribute__((target("avx512f"))) bool QuantizeSlab(const float* w, int64_t in, int8_t* q,
-                                                     float* scale, float* residual) {
+                                                     float* scale, float* residual, int32_t* sums,
+                                                     int32_t* abs_sums) {
   __m512 largest[4];
   for (int k = 0; k < 4; ++k) largest[k] = _mm512_setzero_ps();
   __mmask16 bad = 0;
@@ -184,27 +186,40 @@ __attribute__((target("avx512f"))) bool QuantizeSlab(const float* w, int64_t in,
   const __m512 inf = _mm512_set1_ps(kInf), hi = _mm512_set1_ps(127.0f),
                lo = _mm512_set1_ps(-127.0f);
   __m512 sc[4], inv[4], res[4];
+  __m512i sum[4], abs_sum[4];
   for (int k = 0; k < 4; ++k) {
     bad |= _mm512_cmp_ps_mask(largest[k], inf, _CMP_EQ_OQ);
     sc[k] = _mm512_div_ps(largest[k], hi);
     const __mmask16 nonzero = _mm512_cmp_ps_mask(sc[k], _mm512_setzero_ps(), _CMP_NEQ_OQ);
     inv[k] = _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), sc[k]);
     res[k] = _mm512_setzero_ps();
+    sum[k] = abs_sum[k] = _mm512_setzero_si512();
     _mm512_storeu_ps(scale + 16 * k, sc[k]);
   }
   if (bad != 0) return false;
-  for (int64_t i = 0; i < in; ++i) {
+  const __m512i byte = _mm512_set1_epi32(0xff);
+  for (int64_t i4 = 0; i4 < (in + 3) / 4; ++i4) {
     for (int k = 0; k < 4; ++k) {
-      const __m512 v = _mm512_loadu_ps(w + i * kCols + 16 * k);
-      __m512 code = _mm512_roundscale_ps(_mm512_mul_ps(v, inv[k]),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      code = _mm512_min_ps(_mm512_max_ps(code, lo), hi);
-      res[k] = _mm512_max_ps(res[k], _mm512_abs_ps(_mm512_fnmadd_ps(sc[k], code, v)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * kCols + 16 * k),
-                       _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(code)));
+      __m512i packed = _mm512_setzero_si512();  // 16 columns x 4 inputs' codes
+      for (int t = 0; t < 4 && 4 * i4 + t < in; ++t) {
+        const __m512 v = _mm512_loadu_ps(w + (4 * i4 + t) * kCols + 16 * k);
+        __m512 code = _mm512_roundscale_ps(_mm512_mul_ps(v, inv[k]),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        code = _mm512_min_ps(_mm512_max_ps(code, lo), hi);
+        res[k] = _mm512_max_ps(res[k], _mm512_abs_ps(_mm512_fnmadd_ps(sc[k], code, v)));
+        const __m512i c = _mm512_cvtps_epi32(code);
+        sum[k] = _mm512_add_epi32(sum[k], c);
+        abs_sum[k] = _mm512_add_epi32(abs_sum[k], _mm512_abs_epi32(c));
+        packed = _mm512_or_si512(packed, _mm512_slli_epi32(_mm512_and_si512(c, byte), 8 * t));
+      }
+      _mm512_storeu_si512(q + (i4 * kCols + 16 * k) * 4, packed);
     }
   }
-  for (int k = 0; k < 4; ++k) _mm512_storeu_ps(residual + 16 * k, res[k]);
+  for (int k = 0; k < 4; ++k) {
+    _mm512_storeu_ps(residual + 16 * k, res[k]);
+    _mm512_storeu_si512(sums + 16 * k, sum[k]);
+    _mm512_storeu_si512(abs_sums + 16 * k, abs_sum[k]);
+  }
   return true;
 }
 
@@ -275,20 +290,13 @@ bool ArgMaxScreen::Quantize(const float* packed, int64_t slab_stride, const floa
     bias_[j] = b;
     bias_max = std::max(bias_max, std::fabs(static_cast<double>(b)));
   }
-  std::vector<int8_t> plain(in_ * kCols);  // one slab's codes, [in][64]
   for (int64_t s = 0; s < slabs_; ++s) {
     float* scale = scale_.data() + s * kCols;
     float residual[kCols];
-    if (!QuantizeSlab(packed + s * slab_stride, in_, plain.data(), scale, residual)) return false;
-    int8_t* vnni = q_.data() + s * in4 * 4 * kCols;
-    int32_t sums[kCols] = {}, abs_sums[kCols] = {};
-    for (int64_t i = 0; i < in_; ++i) {
-      for (int64_t col = 0; col < kCols; ++col) {
-        const int8_t v = plain[i * kCols + col];
-        vnni[((i / 4) * kCols + col) * 4 + i % 4] = v;
-        sums[col] += v;
-        abs_sums[col] += std::abs(v);
-      }
+    int32_t sums[kCols], abs_sums[kCols];
+    if (!QuantizeSlab(packed + s * slab_stride, in_, q_.data() + s * in4 * 4 * kCols, scale,
+                      residual, sums, abs_sums)) {
+      return false;
     }
     for (int64_t col = 0; col < kCols; ++col) {
       // The float residual is rounded once: the true one is within a factor 1 + u of it.

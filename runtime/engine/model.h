@@ -23,8 +23,8 @@ struct ModelOptions {
   // Keep the output projection (lm_head) in float32 even when compute_type is lower.
   bool float32_output_layer = false;
   // Screen the float32 output projection for greedy steps that want no score
-  // (ops/argmax_screen.h): faster at batch 1, one more byte per output weight in memory once a
-  // greedy request without scores first comes.
+  // (ops/argmax_screen.h): faster in steps of up to 64 rows, one more byte per output weight in
+  // memory once a greedy request without scores first comes.
   bool argmax_screen = true;
 };
 

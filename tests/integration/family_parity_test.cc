@@ -131,7 +131,7 @@ TEST_P(FamilyParityTest, GreedyMatchesHuggingFace) {
 TEST_P(FamilyParityTest, GreedyWithoutScoresMatchesHuggingFace) {
   if (model_->weights().lm_head_screen == nullptr ||
       model_->weights().lm_head_screen->Get() == nullptr) {
-    GTEST_SKIP() << "no ArgMaxScreen on this CPU (it needs AVX-512F)";
+    GTEST_SKIP() << "no ArgMaxScreen on this CPU (it needs AVX-512F and AVX-512 VNNI)";
   }
   auto golden = Golden("greedy");
   golden.resize(100);

@@ -126,9 +126,19 @@ void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float
   }
   if (summary != nullptr && summary->no_logits) return;
   if (config_.final_layer_norm) norm(weights_.decoder.final_norm, x);
-  if (summary == nullptr) return weights_.lm_head->Forward(x, n, logits);
+  if (summary == nullptr) {
+    weights_.lm_head->EnsurePacked();
+    return weights_.lm_head->Forward(x, n, logits);
+  }
   if (summary->screened != nullptr) *summary->screened = false;
   if (summary->argmax_only && Screen(x, n, *summary)) return;
+  // Every logit is needed. A projection whose packing waits for this (with a screen) is packed
+  // now, unless the screen exists and merely could not decide this step: then these rows'
+  // logits come from its unpacked slabs (ops/linear.h), and a greedy-only process never holds
+  // the packed copy.
+  const bool undecided = summary->argmax_only && weights_.lm_head_screen != nullptr &&
+                         weights_.lm_head_screen->IfBuilt() != nullptr;
+  if (!undecided) weights_.lm_head->EnsurePacked();
   Summarize(x, n, logits, *summary, s);
 }
 

@@ -49,11 +49,13 @@ class Finder {
                                                             const LinearWeights& w,
                                                             const float* bias, int64_t in,
                                                             int64_t out, Activation act,
-                                                            ComputeType compute) {
+                                                            ComputeType compute,
+                                                            Linear::Packing packing =
+                                                                Linear::Packing::kNow) {
     try {
       return std::make_unique<Linear>(
           w, bias, in, out, act, compute,
-          [&file](const void* plain, size_t bytes) { file.DropPages(plain, bytes); });
+          [&file](const void* plain, size_t bytes) { file.DropPages(plain, bytes); }, packing);
     } catch (const dnnl::error& e) {
       return absl::FailedPreconditionError(
           absl::StrCat("compute type ", ComputeTypeName(compute),
@@ -109,16 +111,22 @@ absl::StatusOr<std::unique_ptr<Linear>> LoadOutputProjection(const ModelFile& fi
                           find.Matrix("lm_head.weight", c.target_vocab_size, c.d_model));
   GLOSSA_ASSIGN_OR_RETURN(const float* bias,
                           file.FloatTensor("final_logits_bias", {c.target_vocab_size}));
+  // With a screen, greedy steps without scores read its int8 copy and a few float32 slabs:
+  // the packed copy waits until a step needs every logit (ops/linear.h's Packing::kDeferred).
+  const bool screened = options.argmax_screen && options.output_compute == ComputeType::kFloat32 &&
+                        ArgMaxScreen::Supported();
   return Finder::MakeLinear(file, head, bias, c.d_model, c.target_vocab_size, Activation::kNone,
-                            options.output_compute);
+                            options.output_compute,
+                            screened ? Linear::Packing::kDeferred : Linear::Packing::kNow);
 }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
                                                           const ModelConfig& c,
                                                           const WeightOptions& options) {
-  // The output projection, the largest matrix, is copied into oneDNN's layout on a thread of its
-  // own while this one does the layers (a 2-core machine loads NLLB-600M ~0.3 s sooner).
+  // The output projection, the largest matrix, is copied into oneDNN's layout (unless deferred)
+  // on a thread of its own while this one does the layers (a 2-core machine loads NLLB-600M
+  // ~0.3 s sooner).
   std::future<absl::StatusOr<std::unique_ptr<Linear>>> head =
       std::async(std::launch::async, [&] { return LoadOutputProjection(file, c, options); });
   auto w = std::make_unique<ModelWeights>();
@@ -152,7 +160,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
     w->decoder_layers.push_back(std::move(l));
   }
   GLOSSA_ASSIGN_OR_RETURN(w->lm_head, head.get());
-  if (options.argmax_screen && w->lm_head->PackedFloat32View().data != nullptr) {
+  if (options.argmax_screen && w->lm_head->Float32SlabLayout().slab_stride != 0) {
     w->lm_head_screen = std::make_unique<LazyArgMaxScreen>(*w->lm_head);
   }
   return w;

@@ -55,7 +55,9 @@ struct ModelWeights {
   std::vector<DecoderLayerWeights> decoder_layers;
   std::unique_ptr<Linear> lm_head;  // d_model -> target vocab, final_logits_bias fused
   // With WeightOptions::argmax_screen, where the output projection may have one (float32, packed
-  // for ops/gemv.h): its screen, built on first use; null otherwise.
+  // for ops/gemv.h, or deferred): its screen, built on first use; null otherwise. With a screen
+  // on this CPU the projection's packing is deferred (Linear::Packing::kDeferred): the decoder
+  // calls EnsurePacked before any step that needs every logit.
   std::unique_ptr<LazyArgMaxScreen> lm_head_screen;
 };
 

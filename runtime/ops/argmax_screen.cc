@@ -244,13 +244,21 @@ double Gamma(int64_t k) {
 ArgMaxScreen::ArgMaxScreen(const Linear& linear)
     : linear_(linear), in_(linear.in()), out_(linear.out()), slabs_((out_ + kCols - 1) / kCols) {}
 
+bool ArgMaxScreen::Supported() {
+#if GLOSSA_SCREEN_X86
+  return ops::internal::CpuHasAvx512F() && CpuHasVnni();
+#else
+  return false;
+#endif
+}
+
 std::unique_ptr<ArgMaxScreen> ArgMaxScreen::Build(const Linear& linear) {
 #if GLOSSA_SCREEN_X86
-  if (!ops::internal::CpuHasAvx512F() || !CpuHasVnni()) return nullptr;
-  const Linear::PackedFloat32 view = linear.PackedFloat32View();
-  if (view.data == nullptr) return nullptr;
+  if (!Supported()) return nullptr;
+  const Linear::Float32Slabs layout = linear.Float32SlabLayout();
+  if (layout.slab_stride == 0) return nullptr;
   std::unique_ptr<ArgMaxScreen> screen(new ArgMaxScreen(linear));
-  if (!screen->Quantize(view.data, view.slab_stride, view.bias)) return nullptr;
+  if (!screen->Quantize(layout.slab_stride, layout.bias)) return nullptr;
   return screen;
 #else
   (void)linear;
@@ -272,7 +280,7 @@ std::unique_ptr<ArgMaxScreen> ArgMaxScreen::Build(const Linear& linear) {
 //   4.01 u M, fixed_ = c |b|_max, c = 2 g_{n+1} + 10 u (beyond the analysis: the comparisons
 //   a_j +- E_j round too), every coefficient times 1 + 2^-10 and rounded up, plus 1e-30 per
 // input for values flushed to zero.
-bool ArgMaxScreen::Quantize(const float* packed, int64_t slab_stride, const float* bias) {
+bool ArgMaxScreen::Quantize(int64_t slab_stride, const float* bias) {
 #if GLOSSA_SCREEN_X86
   const int64_t padded = slabs_ * kCols, in4 = (in_ + 3) / 4;
   q_.assign(slabs_ * in4 * 4 * kCols, 0);
@@ -290,12 +298,20 @@ bool ArgMaxScreen::Quantize(const float* packed, int64_t slab_stride, const floa
     bias_[j] = b;
     bias_max = std::max(bias_max, std::fabs(static_cast<double>(b)));
   }
+  // With the Linear's packing deferred, its slabs come from the caller's weights (a mapped file),
+  // whose pages are released every kReleaseSlabs slabs: the screen's build does not leave them
+  // in this process's memory.
+  constexpr int64_t kReleaseSlabs = 64;
+  std::vector<float> scratch(linear_.packed() ? 0 : slab_stride);
   for (int64_t s = 0; s < slabs_; ++s) {
+    if (s % kReleaseSlabs == 0 && s > 0) {
+      linear_.ReleasePlainColumns((s - kReleaseSlabs) * kCols, kReleaseSlabs * kCols);
+    }
     float* scale = scale_.data() + s * kCols;
     float residual[kCols];
     int32_t sums[kCols], abs_sums[kCols];
-    if (!QuantizeSlab(packed + s * slab_stride, in_, q_.data() + s * in4 * 4 * kCols, scale,
-                      residual, sums, abs_sums)) {
+    if (!QuantizeSlab(linear_.Float32Slab(s, scratch.data()), in_,
+                      q_.data() + s * in4 * 4 * kCols, scale, residual, sums, abs_sums)) {
       return false;
     }
     for (int64_t col = 0; col < kCols; ++col) {
@@ -308,10 +324,12 @@ bool ArgMaxScreen::Quantize(const float* packed, int64_t slab_stride, const floa
       zero_sums_[s * kCols + col] = 128 * sums[col];
     }
   }
+  const int64_t last = (slabs_ - 1) / kReleaseSlabs * kReleaseSlabs;
+  linear_.ReleasePlainColumns(last * kCols, out_ - last * kCols);
   fixed_ = std::nextafter(static_cast<float>(c * bias_max * margin + 1e-30 * in_), kInf);
   return true;
 #else
-  (void)packed, (void)slab_stride, (void)bias;
+  (void)slab_stride, (void)bias;
   return false;
 #endif
 }

@@ -46,13 +46,19 @@ class ArgMaxScreen {
   static constexpr int64_t kMaxRows = 64;
   static constexpr int kMaxCandidates = 512;  // per row; more: undecided
 
-  // Null where the screen cannot stand for `linear`: not float32 with packed weights that
-  // Linear::ForwardColumns computes, an activation, non-finite weights or bias, or no AVX-512F.
+  // Null where the screen cannot stand for `linear`: not float32 with packed (or deferred)
+  // weights that Linear::ForwardColumns computes, an activation, non-finite weights or bias, or
+  // not Supported().
   // `linear` must outlive the screen.
   static std::unique_ptr<ArgMaxScreen> Build(const Linear& linear);
 
+  // Whether this CPU runs screens (x86 with AVX-512F and AVX-512 VNNI).
+  static bool Supported();
+
   // Bytes the screen holds (its int8 weights and per-column figures).
   int64_t bytes() const;
+  // Its int8 weights, which every call reads (glossa-peer-run times a read of them).
+  Linear::Span codes() const { return {q_.data(), q_.size()}; }
 
   // For each row r < rows (<= kMaxRows) of x [rows, in]: the lowest id of the largest value of
   // row r of linear.Forward(x) over the ids not in excluded[offsets[r] .. offsets[r + 1]), and
@@ -71,7 +77,7 @@ class ArgMaxScreen {
 
  private:
   explicit ArgMaxScreen(const Linear& linear);
-  bool Quantize(const float* packed, int64_t slab_stride, const float* bias);
+  bool Quantize(int64_t slab_stride, const float* bias);
   // Row x's u8 codes into codes [in rounded up to 4], its step sx and max |x|; false for a
   // non-finite input (or a subnormal step).
   bool QuantizeRow(const float* x, uint8_t* codes, float* sx, float* max_abs) const;

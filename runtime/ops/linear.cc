@@ -249,11 +249,13 @@ bool ParseComputeType(const std::string& name, ComputeType* type) {
 }
 
 Linear::Linear(const LinearWeights& weights, const float* bias, int64_t in, int64_t out,
-               Activation activation, ComputeType compute, const PackedSliceDone& packed_slice)
+               Activation activation, ComputeType compute, const PackedSliceDone& packed_slice,
+               Packing packing)
     : in_(in),
       out_(out),
       activation_(activation),
       compute_(compute),
+      packed_slice_(packed_slice),
       piece_rows_((in * out * 4 > kLargeWeightBytes ? kMaxPieceRows : kSmallPieceRows) /
                   (compute == ComputeType::kInt8 ? 2 : 1)) {
   PrepareWeights(weights);
@@ -270,25 +272,37 @@ Linear::Linear(const LinearWeights& weights, const float* bias, int64_t in, int6
                            memory::desc({in, out}, TypesOf(compute_).weights, tag::any), bias_mem_,
                            dnnl::primitive_attr());
   const memory::desc preferred = pd.weights_desc();
-  if (preferred != plain_weight_mem_.get_desc()) {
-    packed_weight_mem_ = memory(preferred, CpuEngine());
-    // One thread: the copy is memory-bound (~10 ms for the whole demo model), and a model may be
-    // loaded while engine workers compute, where an OpenMP team would spin against them.
-    OneOmpThread one_thread;
-    if (!packed_slice || !PackInSlices(packed_slice)) {
-      dnnl::reorder(plain_weight_mem_, packed_weight_mem_)
-          .execute(ThreadStream(), plain_weight_mem_, packed_weight_mem_);
-      ThreadStream().wait();
-      if (packed_slice) {
-        packed_slice(plain_weight_mem_.get_data_handle(), plain_weight_mem_.get_desc().get_size());
-      }
-    }
-    packed_ = true;
-    if (compute_ == ComputeType::kFloat32) slab_stride_ = gemv::SlabStride(preferred, in);
-  }
+  if (preferred == plain_weight_mem_.get_desc()) return;
+  packed_desc_ = preferred;
+  if (compute_ == ComputeType::kFloat32) slab_stride_ = gemv::SlabStride(preferred, in);
+  deferred_ = packing == Packing::kDeferred && compute_ == ComputeType::kFloat32 &&
+              slab_stride_ != 0 && own_f32_.empty() && activation_ == Activation::kNone;
+  if (!deferred_) Pack();
 }
 
-bool Linear::PackInSlices(const PackedSliceDone& packed_slice) {
+void Linear::Pack() const {
+  packed_weight_mem_ = memory(packed_desc_, CpuEngine());
+  // One thread: the copy is memory-bound (~10 ms for the whole demo model), and a model may be
+  // loaded while engine workers compute, where an OpenMP team would spin against them.
+  OneOmpThread one_thread;
+  if (!packed_slice_ || !PackInSlices()) {
+    memory plain = plain_weight_mem_;  // a handle: execute takes non-const ones
+    dnnl::reorder(plain, packed_weight_mem_).execute(ThreadStream(), plain, packed_weight_mem_);
+    ThreadStream().wait();
+    if (packed_slice_) {
+      packed_slice_(plain_weight_mem_.get_data_handle(), plain_weight_mem_.get_desc().get_size());
+    }
+  }
+  packed_.store(true, std::memory_order_release);
+}
+
+void Linear::EnsurePacked() const {
+  if (!deferred_ || packed()) return;
+  absl::MutexLock lock(&create_mu_);
+  if (!packed()) Pack();
+}
+
+bool Linear::PackInSlices() const {
   const memory::desc plain = plain_weight_mem_.get_desc(), packed = packed_weight_mem_.get_desc();
   const size_t row_bytes = plain.get_size() / static_cast<size_t>(out_);
   // Whole multiples of 256 output rows: the packed layouts block output rows by 16 to 64, and a
@@ -308,7 +322,7 @@ bool Linear::PackInSlices(const PackedSliceDone& packed_slice) {
     } catch (const dnnl::error&) {
       return false;
     }
-    packed_slice(plain_bytes + first * row_bytes, static_cast<size_t>(rows) * row_bytes);
+    packed_slice_(plain_bytes + first * row_bytes, static_cast<size_t>(rows) * row_bytes);
   }
   return true;
 }
@@ -378,7 +392,10 @@ Linear::Linear(Linear&& other) noexcept
       scales_(std::move(other.scales_)),
       col_sums_(std::move(other.col_sums_)),
       bias_(other.bias_),
-      packed_(other.packed_),
+      packed_(other.packed()),
+      deferred_(other.deferred_),
+      packed_desc_(other.packed_desc_),
+      packed_slice_(std::move(other.packed_slice_)),
       piece_rows_(other.piece_rows_),
       slab_stride_(other.slab_stride_),
       gemv_chunk_{other.gemv_chunk_[0].load(), other.gemv_chunk_[1].load()},
@@ -418,7 +435,7 @@ const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) con
   auto pd = MatmulPd(rows, in_, out_, compute_,
                      memory::desc({in_, out_}, TypesOf(compute_).weights, tag::any), bias_mem_, attr);
   dnnl_memory_t weights = packed_weight_mem_.get(/*allow_empty=*/true);
-  if (!packed_ || pd.weights_desc() != packed_weight_mem_.get_desc()) {
+  if (!packed() || pd.weights_desc() != packed_weight_mem_.get_desc()) {
     // No packed copy, or oneDNN wants another layout for this row count: use the caller's
     // weights in place.
     pd = MatmulPd(rows, in_, out_, compute_, plain_weight_mem_.get_desc(), bias_mem_, attr);
@@ -434,32 +451,92 @@ const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) con
 }
 
 Linear::Span Linear::WeightSpan() const {
-  const memory& m = packed_ ? packed_weight_mem_ : plain_weight_mem_;
+  const memory& m = packed() ? packed_weight_mem_ : plain_weight_mem_;
   return {m.get_data_handle(), m.get_desc().get_size()};
 }
 
-Linear::PackedFloat32 Linear::PackedFloat32View() const {
-  if (compute_ != ComputeType::kFloat32 || !packed_ || slab_stride_ == 0 ||
-      activation_ != Activation::kNone) {
+Linear::Float32Slabs Linear::Float32SlabLayout() const {
+  if (compute_ != ComputeType::kFloat32 || slab_stride_ == 0 ||
+      activation_ != Activation::kNone || (!packed() && !deferred_)) {
     return {};
   }
-  return {static_cast<const float*>(packed_weight_mem_.get_data_handle()), slab_stride_,
+  return {slab_stride_,
           bias_mem_ ? static_cast<const float*>(bias_mem_.get_data_handle()) : nullptr};
+}
+
+const float* Linear::Float32Slab(int64_t s, float* scratch) const {
+  if (packed()) {
+    return static_cast<const float*>(packed_weight_mem_.get_data_handle()) + s * slab_stride_;
+  }
+  // The packed layout of one slab is [padded in][64]: element (i, c) is weight row 64 s + c's
+  // input i. Copied in tiles of 16 inputs, so that the tile's 64 columns stay in L1.
+  constexpr int64_t kCols = gemv::kSlabCols, kTile = 16;
+  const float* plain = static_cast<const float*>(plain_weight_mem_.get_data_handle());
+  const int64_t first = s * kCols, cols = std::min(kCols, out_ - first);
+  std::fill(scratch, scratch + slab_stride_, 0.0f);
+  for (int64_t i0 = 0; i0 < in_; i0 += kTile) {
+    const int64_t i1 = std::min(in_, i0 + kTile);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float* row = plain + (first + c) * in_;
+      for (int64_t i = i0; i < i1; ++i) scratch[i * kCols + c] = row[i];
+    }
+  }
+  return scratch;
+}
+
+void Linear::ReleasePlainColumns(int64_t first, int64_t cols) const {
+  if (!deferred_ || !packed_slice_ || cols <= 0) return;
+  const auto* plain = static_cast<const uint8_t*>(plain_weight_mem_.get_data_handle());
+  packed_slice_(plain + first * in_ * 4, static_cast<size_t>(cols * in_ * 4));
 }
 
 bool Linear::ForwardColumns(const float* x, int64_t rows, int64_t first, int64_t cols,
                             float* y) const {
-  const PackedFloat32 view = PackedFloat32View();
-  if (view.data == nullptr || first % gemv::kSlabCols != 0 || first < 0 || cols <= 0 ||
+  const Float32Slabs layout = Float32SlabLayout();
+  if (layout.slab_stride == 0 || first % gemv::kSlabCols != 0 || first < 0 || cols <= 0 ||
       first + cols > out_ || rows < 1 || rows > gemv::kMaxRows) {
     return false;
   }
+  if (!packed()) return ForwardFromPlain(x, rows, first, cols, y, cols);
   const int64_t chunk = GemvChunk(false);
   if (chunk == 0) return false;
-  const gemv::PackedWeights w{view.data + first / gemv::kSlabCols * slab_stride_, in_, cols,
+  const gemv::PackedWeights w{Float32Slab(first / gemv::kSlabCols, nullptr), in_, cols,
                               slab_stride_, chunk};
-  gemv::Forward(w, x, rows, view.bias != nullptr ? view.bias + first : nullptr, false, activation_,
-                y);
+  gemv::Forward(w, x, rows, layout.bias != nullptr ? layout.bias + first : nullptr, false,
+                activation_, y);
+  return true;
+}
+
+// Per-thread buffers of ForwardFromPlain: one slab in the packed layout (64-byte aligned, as
+// ops/gemv.h's kernel loads it) and its product.
+struct PlainScratch {
+  std::vector<float> slab, product;
+  float* Slab(int64_t floats) {
+    constexpr int64_t kAlign = 64 / sizeof(float);
+    if (static_cast<int64_t>(slab.size()) < floats + kAlign) slab.resize(floats + kAlign);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(slab.data());
+    return reinterpret_cast<float*>((at + 63) & ~uintptr_t{63});
+  }
+};
+
+bool Linear::ForwardFromPlain(const float* x, int64_t rows, int64_t first, int64_t cols,
+                              float* y, int64_t y_stride) const {
+  const int64_t chunk = GemvChunk(false);
+  if (chunk == 0) return false;
+  constexpr int64_t kCols = gemv::kSlabCols;
+  thread_local PlainScratch scratch;
+  float* slab = scratch.Slab(slab_stride_);
+  scratch.product.resize(std::max<size_t>(scratch.product.size(), rows * kCols));
+  const float* bias = bias_mem_ ? static_cast<const float*>(bias_mem_.get_data_handle()) : nullptr;
+  for (int64_t c = first; c < first + cols; c += kCols) {
+    const int64_t n = std::min(kCols, first + cols - c);
+    const gemv::PackedWeights w{Float32Slab(c / kCols, slab), in_, n, slab_stride_, chunk};
+    gemv::Forward(w, x, rows, bias != nullptr ? bias + c : nullptr, false, activation_,
+                  scratch.product.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(scratch.product.data() + r * n, n, y + r * y_stride + (c - first));
+    }
+  }
   return true;
 }
 
@@ -570,7 +647,7 @@ bool Linear::ForwardPieceInBlocks(const float* x, int64_t rows, int64_t first_ro
 
 void Linear::ForwardInColumnBlocks(const float* x, int64_t rows, float* y, BlockDone done) const {
   if (rows <= 0) return;
-  const bool blocked = compute_ == ComputeType::kFloat32 && packed_ && slab_stride_ != 0 &&
+  const bool blocked = compute_ == ComputeType::kFloat32 && packed() && slab_stride_ != 0 &&
                        activation_ == Activation::kNone && out_ > kColumnBlock &&
                        omp_get_max_threads() == 1;
   const int64_t pieces = (rows + piece_rows_ - 1) / piece_rows_;
@@ -592,6 +669,12 @@ void Linear::ForwardInColumnBlocks(const float* x, int64_t rows, float* y, Block
 
 void Linear::ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (IsInt8(compute_)) return ForwardInt8Piece(x, rows, y, accumulate);
+  if (deferred_ && !packed()) {
+    if (!accumulate && rows <= gemv::kMaxRows && ForwardFromPlain(x, rows, 0, out_, y, out_)) {
+      return;
+    }
+    EnsurePacked();
+  }
   if (rows <= gemv::RowLimit() && ForwardSmallRows(x, rows, y, accumulate)) return;
   const void* src = x;
   if (compute_ == ComputeType::kBFloat16) {

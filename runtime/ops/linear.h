@@ -100,9 +100,20 @@ class Linear {
   using PackedSliceDone = std::function<void(const void* plain, size_t bytes)>;
   static constexpr int64_t kPackSliceBytes = int64_t{16} << 20;
 
+  // When the packed copy is made. kDeferred (float32 weights used in place, no activation; the
+  // output projection with an ops/argmax_screen.h screen): not before EnsurePacked() or a product
+  // that needs it. Until then products of up to gemv::kMaxRows rows without accumulation copy
+  // each 64-column slab they need from the caller's weights into a per-thread buffer in the
+  // packed layout and run ops/gemv.h's kernel on it (Float32Slab): the same bits as the packed
+  // copy gives, without holding it. A greedy-only process then keeps NLLB-600M's 1 GB output
+  // projection in the mapped file (the screen reads its int8 copy; only candidates' slabs are
+  // read in float32), and packs it when a step first needs every logit (beam search, scores).
+  enum class Packing { kNow, kDeferred };
+
   // Throws dnnl::error when oneDNN has no kernel for `compute` on this CPU.
   Linear(const LinearWeights& weights, const float* bias, int64_t in, int64_t out,
-         Activation activation, ComputeType compute, const PackedSliceDone& packed_slice = {});
+         Activation activation, ComputeType compute, const PackedSliceDone& packed_slice = {},
+         Packing packing = Packing::kNow);
   Linear(Linear&&) noexcept;
   ~Linear();
 
@@ -139,23 +150,35 @@ class Linear {
                                            int64_t cols, const float* block, int64_t stride)>;
   void ForwardInColumnBlocks(const float* x, int64_t rows, float* y, BlockDone done) const;
 
-  // For ops/argmax_screen.h: the float32 packed weights in ops/gemv.h's slab layout and the bias
-  // (null without one); data is null where ForwardColumns can never run (it may still decline
-  // at run time, where ops/gemv.h's kernel does not reproduce oneDNN's sums).
-  struct PackedFloat32 {
-    const float* data = nullptr;
-    int64_t slab_stride = 0;  // gemv::SlabStride
+  // For ops/argmax_screen.h: the float32 weights' 64-column slabs in ops/gemv.h's layout (packed
+  // now or deferred) and the bias (null without one); slab_stride is 0 where ForwardColumns can
+  // never run (it may still decline at run time, where ops/gemv.h's kernel does not reproduce
+  // oneDNN's sums).
+  struct Float32Slabs {
+    int64_t slab_stride = 0;  // gemv::SlabStride: floats per slab
     const float* bias = nullptr;
   };
-  PackedFloat32 PackedFloat32View() const;
+  Float32Slabs Float32SlabLayout() const;
+  // Slab s (columns [64 s, 64 s + 64)) of the packed float32 weights: in the packed copy, or,
+  // while packing is deferred, copied from the caller's weights into `scratch` (slab_stride
+  // floats; columns past out() zero; 64-byte aligned where handed to ops/gemv.h's kernel,
+  // which loads it aligned). Only where Float32SlabLayout().slab_stride is not 0.
+  const float* Float32Slab(int64_t s, float* scratch) const;
+  // While packing is deferred: hands columns [first, first + cols) of the caller's weights to
+  // the constructor's packed_slice callback (a mapped file drops those pages); else nothing.
+  void ReleasePlainColumns(int64_t first, int64_t cols) const;
   // Columns [first, first + cols) of Forward(x, rows) (no accumulation), bit for bit, through
   // ops/gemv.h's kernel, into y [rows, cols]; first a multiple of gemv::kSlabCols, rows at most
   // gemv::kMaxRows. False (nothing done) where that kernel does not reproduce Forward here.
   bool ForwardColumns(const float* x, int64_t rows, int64_t first, int64_t cols, float* y) const;
 
-  // True when the weights were reordered into oneDNN's blocked layout (false: the plain view is
-  // used for every row count). For tests and benchmarks.
-  bool packed() const { return packed_; }
+  // Makes the packed copy now if packing was deferred (once; thread-safe); else nothing.
+  void EnsurePacked() const;
+
+  // True when the weights are in oneDNN's blocked layout (false: the plain view is used for
+  // every row count, or packing is deferred and has not happened). For tests and benchmarks.
+  bool packed() const { return packed_.load(std::memory_order_acquire); }
+  bool packing_deferred() const { return deferred_ && !packed(); }
 
  private:
   struct Primitive;
@@ -165,10 +188,18 @@ class Linear {
   }
 
   void PrepareWeights(const LinearWeights& weights);
+  // Makes packed_weight_mem_ (layout packed_desc_) from the caller's weights, reporting slices
+  // to packed_slice_, and sets packed_. Under create_mu_ once constructed.
+  void Pack() const;
+  // Columns [first, first + cols) of a float32 product from the caller's weights, slab by slab
+  // (Float32Slab), into y with row stride y_stride; false (nothing done) where ops/gemv.h's
+  // kernel does not reproduce Forward.
+  bool ForwardFromPlain(const float* x, int64_t rows, int64_t first, int64_t cols, float* y,
+                        int64_t y_stride) const;
   // Copies the plain weights into packed_weight_mem_ in slices of output rows, reporting each;
   // false when oneDNN cannot address such a slice of the packed layout (nothing reported then
   // is wrong, but the copy must be made whole).
-  bool PackInSlices(const PackedSliceDone& packed_slice);
+  bool PackInSlices() const;
   void ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const;
   void ForwardInt8Piece(const float* x, int64_t rows, float* y, bool accumulate) const;
   // float32 calls of at most gemv::RowLimit() rows, through ops/gemv.h where it reproduces oneDNN's
@@ -197,15 +228,18 @@ class Linear {
   std::vector<float> scales_;
   std::vector<int32_t> col_sums_;
   const float* bias_ = nullptr;
-  bool packed_ = false;
+  mutable std::atomic<bool> packed_{false};
+  bool deferred_ = false;  // Packing::kDeferred was asked for and applies
+  dnnl::memory::desc packed_desc_;  // oneDNN's preferred layout, when it differs from the plain
+  PackedSliceDone packed_slice_;
   int64_t piece_rows_;  // kSmallPieceRows or kMaxPieceRows
   int64_t slab_stride_ = 0;  // gemv::SlabStride of the packed float32 weights (0: not usable)
   // gemv::MatchingChunk per value of `accumulate`, found on first use; -1 before.
   mutable std::array<std::atomic<int64_t>, 2> gemv_chunk_{-1, -1};
   dnnl::memory plain_weight_mem_;   // {in, out}:ba view of the caller's [out, in] weights
-  dnnl::memory packed_weight_mem_;  // owned blocked copy; empty when !packed_
+  mutable dnnl::memory packed_weight_mem_;  // owned blocked copy; empty when !packed_
   dnnl::memory bias_mem_;
-  mutable absl::Mutex create_mu_;  // serialises primitive creation only
+  mutable absl::Mutex create_mu_;  // serialises primitive creation and deferred packing
   // Slot(rows, accumulate) -> primitive, or null before first use. Owned; deleted by ~Linear.
   mutable std::array<std::atomic<Primitive*>, 2 * kMaxPieceRows> primitives_{};
   // ForwardInColumnBlocks: Slot(rows, last block) -> primitive (a null Primitive::matmul when

@@ -21,7 +21,8 @@
 // read_gbps, chase_ns: this process's memory read rate and latency, measured before the model
 // loads (bench_util.h's MeasureMemory; ~0.8 s, not in any timed figure).
 // projection_read_gbps: a read of the output projection's weights (projection_mb), as its
-// products read them (the packed copy), just before the timed run.
+// products read them (the packed copy; the screen's int8 copy while the float32 one is not
+// packed, in greedy cells with the screen), just before the timed run.
 //
 // screened_rows, candidates_per_screened_row, screen_mb: greedy steps decided by the output
 // projection's ArgMaxScreen (--argmax_screen; without --scores, as CTranslate2's driver and
@@ -252,9 +253,15 @@ int main(int argc, char** argv) {
 
   // 3. The timed run, after measuring the core's FMA peak (the host's clock moves).
   const double fma_peak = glossa::bench::MeasureFmaPeak();
-  const glossa::Linear* lm_head = (*model)->weights().lm_head.get();
-  const glossa::Linear::Span projection =
-      lm_head != nullptr ? lm_head->WeightSpan() : glossa::Linear::Span{nullptr, 0};
+  const glossa::ModelWeights& weights = (*model)->weights();
+  const glossa::ArgMaxScreen* screen =
+      weights.lm_head_screen != nullptr ? weights.lm_head_screen->IfBuilt() : nullptr;
+  glossa::Linear::Span projection{nullptr, 0};
+  if (weights.lm_head != nullptr && !weights.lm_head->packing_deferred()) {
+    projection = weights.lm_head->WeightSpan();
+  } else if (screen != nullptr) {
+    projection = screen->codes();  // reading the mapped float32 weights would fault them in
+  }
   const double projection_gbps = glossa::bench::MeasureReadGbps(projection.data, projection.bytes);
   const auto encoder_before = engine.metrics().encoder_seconds.Read();
   const auto steps_before = engine.metrics().decode_step_seconds.Read();
@@ -329,6 +336,9 @@ int main(int argc, char** argv) {
       // The output projection's weights as the products read them, just before the timed run.
       {"projection_read_gbps", Round(projection_gbps, 1)},
       {"projection_mb", Round(static_cast<double>(projection.bytes) / (1 << 20), 1)},
+      // Whether the float32 projection has its packed copy after the timed run (not while only
+      // screened greedy steps have run: ops/linear.h's Packing::kDeferred).
+      {"projection_packed", weights.lm_head != nullptr && weights.lm_head->packed()},
       // Greedy rows decided by the output projection's ArgMaxScreen in the timed run, and the
       // ids per such row whose float32 logits it computed; screen_mb: the screen's memory.
       {"screened_rows", screen_after.rows - screen_before.rows},

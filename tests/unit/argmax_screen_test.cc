@@ -106,6 +106,40 @@ TEST_F(ArgMaxScreenTest, MatchesForwardOnRandomRows) {
   EXPECT_LT(per_row, 100.0);  // a screen that lets most ids through would save nothing
 }
 
+// A Linear whose packing is deferred (the model's output projection with a screen): the screen
+// is built from its plain weights, whose every byte it then releases, answers as the screen of
+// a packed Linear does, bit for bit, and leaves it unpacked.
+TEST_F(ArgMaxScreenTest, ADeferredLinearStaysUnpackedWithTheSameAnswers) {
+  const Layer l = RandomLayer(256, 3037, 5);
+  const Linear packed(l.weight.data(), l.bias.data(), l.in, l.out);
+  size_t released = 0;
+  const Linear deferred(LinearWeights{l.weight.data()}, l.bias.data(), l.in, l.out,
+                        Activation::kNone, ComputeType::kFloat32,
+                        [&](const void*, size_t bytes) { released += bytes; },
+                        Linear::Packing::kDeferred);
+  const auto a = ArgMaxScreen::Build(packed), b = ArgMaxScreen::Build(deferred);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(released, static_cast<size_t>(l.in * l.out * 4));
+  const gemv::StreamingScope streaming;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t rows : {int64_t{1}, int64_t{5}, ArgMaxScreen::kMaxRows}) {
+    std::vector<float> x(rows * l.in);
+    for (float& v : x) v = normal(rng);
+    std::vector<int> offsets(rows + 1, 0);
+    int64_t index_a[ArgMaxScreen::kMaxRows], index_b[ArgMaxScreen::kMaxRows];
+    float value_a[ArgMaxScreen::kMaxRows], value_b[ArgMaxScreen::kMaxRows];
+    ASSERT_TRUE(a->ArgMax(x.data(), rows, nullptr, offsets.data(), index_a, value_a));
+    ASSERT_TRUE(b->ArgMax(x.data(), rows, nullptr, offsets.data(), index_b, value_b));
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(index_a[r], index_b[r]) << rows << " rows, row " << r;
+      EXPECT_EQ(std::memcmp(&value_a[r], &value_b[r], sizeof(float)), 0);
+    }
+  }
+  EXPECT_FALSE(deferred.packed());
+}
+
 // Columns that tie exactly (copies) or differ in their last bit: the lowest id of the largest
 // value, as Forward's argmax, however close the runner-up.
 TEST_F(ArgMaxScreenTest, SettlesTiesAndNearTies) {

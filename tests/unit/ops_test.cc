@@ -290,6 +290,100 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ColumnBlocksTest,
                                            ColumnBlocksCase{256, 3000, false},
                                            ColumnBlocksCase{64, 700, true}));
 
+// Packing::kDeferred: until something needs the packed copy, products of up to gemv::kMaxRows
+// rows run from the plain weights slab by slab, with the bits of an ordinary (packed) Linear, and
+// Float32Slab gives the packed copy's slabs exactly (padding included); a larger product packs,
+// reporting every byte of the plain weights once. An input size that is no multiple of 16 and
+// a partial last slab.
+TEST(LinearDeferredPackingTest, GivesThePackedBitsUntilPackedThenPacks) {
+  if (!gemv::internal::Enabled() || gemv::MatchingChunk(200, true, false, Activation::kNone) == 0) {
+    GTEST_SKIP() << "ops/gemv.h's kernel does not serve this shape here (no AVX-512F)";
+  }
+  std::mt19937 rng(21);
+  const int64_t in = 200, out = 1000;
+  const auto w = Random(out * in, rng, 0.05f), b = Random(out, rng);
+  size_t released = 0;
+  const Linear packed(w.data(), b.data(), in, out);
+  const Linear deferred(LinearWeights{w.data()}, b.data(), in, out, Activation::kNone,
+                        ComputeType::kFloat32,
+                        [&](const void*, size_t bytes) { released += bytes; },
+                        Linear::Packing::kDeferred);
+  ASSERT_TRUE(packed.packed());
+  ASSERT_FALSE(deferred.packed());
+  ASSERT_TRUE(deferred.packing_deferred());
+  const int64_t stride = deferred.Float32SlabLayout().slab_stride;
+  ASSERT_EQ(stride, packed.Float32SlabLayout().slab_stride);
+  ASSERT_GT(stride, 0);
+  std::vector<float> scratch(stride, NAN);
+  for (int64_t s = 0; s < (out + gemv::kSlabCols - 1) / gemv::kSlabCols; ++s) {
+    EXPECT_EQ(std::memcmp(deferred.Float32Slab(s, scratch.data()), packed.Float32Slab(s, nullptr),
+                          stride * 4),
+              0)
+        << "slab " << s;
+  }
+  auto same = [](const std::vector<float>& a, const std::vector<float>& c) {
+    return a.size() == c.size() && std::memcmp(a.data(), c.data(), a.size() * 4) == 0;
+  };
+  const gemv::StreamingScope streaming;
+  for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{33}, gemv::kMaxRows}) {
+    const auto x = Random(rows * in, rng);
+    std::vector<float> a(rows * out), c(rows * out), cols(rows * 128), blocks(rows * out);
+    packed.Forward(x.data(), rows, a.data());
+    deferred.Forward(x.data(), rows, c.data());
+    EXPECT_TRUE(same(a, c)) << rows << " rows";
+    deferred.ForwardInColumnBlocks(
+        x.data(), rows, blocks.data(),
+        [&](int64_t first_row, int64_t piece_rows, int64_t first_col, int64_t n, const float* block,
+            int64_t block_stride) {
+          for (int64_t r = 0; r < piece_rows; ++r) {
+            std::memcpy(&blocks[(first_row + r) * out + first_col], block + r * block_stride, n * 4);
+          }
+        });
+    EXPECT_TRUE(same(a, blocks)) << rows << " rows, in column blocks";
+    ASSERT_TRUE(deferred.ForwardColumns(x.data(), rows, 896, out - 896, cols.data()));
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(std::memcmp(&cols[r * (out - 896)], &a[r * out + 896], (out - 896) * 4), 0);
+    }
+  }
+  EXPECT_FALSE(deferred.packed());
+  EXPECT_EQ(released, 0u);
+  // An accumulating product is not taken from the plain weights: it packs.
+  const auto x = Random(in, rng);
+  std::vector<float> a(out, 1.0f), c(out, 1.0f);
+  packed.Forward(x.data(), 1, a.data(), /*accumulate=*/true);
+  deferred.Forward(x.data(), 1, c.data(), /*accumulate=*/true);
+  EXPECT_TRUE(same(a, c));
+  EXPECT_TRUE(deferred.packed());
+  EXPECT_FALSE(deferred.packing_deferred());
+  EXPECT_EQ(released, static_cast<size_t>(out * in * 4));
+  deferred.EnsurePacked();  // once only
+  EXPECT_EQ(released, static_cast<size_t>(out * in * 4));
+}
+
+// EnsurePacked packs a deferred Linear (once, however many threads ask at once), and the
+// products read the packed copy from then on.
+TEST(LinearDeferredPackingTest, EnsurePackedPacksOnceAcrossThreads) {
+  std::mt19937 rng(22);
+  const int64_t in = 256, out = 300;
+  const auto w = Random(out * in, rng, 0.05f), b = Random(out, rng);
+  std::atomic<int> reports{0};
+  const Linear deferred(LinearWeights{w.data()}, b.data(), in, out, Activation::kNone,
+                        ComputeType::kFloat32, [&](const void*, size_t) { ++reports; },
+                        Linear::Packing::kDeferred);
+  if (!deferred.packing_deferred()) GTEST_SKIP() << "oneDNN keeps the plain layout here";
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back([&] { deferred.EnsurePacked(); });
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(deferred.packed());
+  EXPECT_EQ(reports.load(), 1);  // one slice: the weights are under kPackSliceBytes
+  const Linear packed(w.data(), b.data(), in, out);
+  const auto x = Random(3 * in, rng);
+  std::vector<float> a(3 * out), c(3 * out);
+  packed.Forward(x.data(), 3, a.data());
+  deferred.Forward(x.data(), 3, c.data());
+  EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0);
+}
+
 // The row kernels run twice: with AVX-512 (where the CPU has it) and portable.
 class RowKernelTest : public ::testing::TestWithParam<bool> {
  protected:

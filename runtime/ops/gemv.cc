@@ -438,6 +438,78 @@ int64_t SlabStride(const memory::desc& packed, int64_t in) {
   return b.strides[1];
 }
 
+#if GLOSSA_GEMV_X86
+#pragma GCC diagnostic push
+// GCC 12's casts and shuffles start from _mm512_undefined_*, which it then reports.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace {
+__attribute__((target("avx512f"), always_inline)) inline __m512 Low64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+__attribute__((target("avx512f"), always_inline)) inline __m512 High64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+
+// A 16 x 16 tile: rows r[c] (16 inputs each) in, columns out (r[i] holds input i of the 16 rows).
+__attribute__((target("avx512f"), always_inline)) inline void Transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    r[4 * k] = Low64(t[4 * k], t[4 * k + 2]);
+    r[4 * k + 1] = High64(t[4 * k], t[4 * k + 2]);
+    r[4 * k + 2] = Low64(t[4 * k + 1], t[4 * k + 3]);
+    r[4 * k + 3] = High64(t[4 * k + 1], t[4 * k + 3]);
+  }
+  // r[4k + j] now holds, per 128-bit lane L, input 4L + j of rows 4k .. 4k + 3.
+  for (int k = 0; k < 2; ++k) {
+    for (int j = 0; j < 4; ++j) {
+      t[8 * k + j] = _mm512_shuffle_f32x4(r[8 * k + j], r[8 * k + 4 + j], 0x88);
+      t[8 * k + 4 + j] = _mm512_shuffle_f32x4(r[8 * k + j], r[8 * k + 4 + j], 0xdd);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+  }
+}
+
+__attribute__((target("avx512f"))) void PlainToSlabAvx512(const float* plain, int64_t in,
+                                                          int64_t cols, float* slab) {
+  const int64_t padded_in = (in + kBlockIn - 1) / kBlockIn * kBlockIn;
+  for (int64_t c0 = 0; c0 < kSlabCols; c0 += 16) {
+    for (int64_t i0 = 0; i0 < padded_in; i0 += 16) {
+      const __mmask16 mask = avx512::LaneMask(std::min<int64_t>(16, in - i0));
+      __m512 r[16];
+      for (int c = 0; c < 16; ++c) {
+        r[c] = c0 + c < cols ? _mm512_maskz_loadu_ps(mask, plain + (c0 + c) * in + i0)
+                             : _mm512_setzero_ps();
+      }
+      Transpose16(r);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_ps(slab + (i0 + i) * kSlabCols + c0, r[i]);
+    }
+  }
+}
+}  // namespace
+#pragma GCC diagnostic pop
+#endif
+
+void PlainToSlab(const float* plain, int64_t in, int64_t cols, float* slab) {
+#if GLOSSA_GEMV_X86
+  if (ops::internal::CpuHasAvx512F()) return PlainToSlabAvx512(plain, in, cols, slab);
+#endif
+  const int64_t padded_in = (in + kBlockIn - 1) / kBlockIn * kBlockIn;
+  std::fill(slab, slab + padded_in * kSlabCols, 0.0f);
+  for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t i = 0; i < in; ++i) slab[i * kSlabCols + c] = plain[c * in + i];
+  }
+}
+
 namespace internal {
 std::atomic<bool>& EnabledFlag() {
   static std::atomic<bool> enabled{true};

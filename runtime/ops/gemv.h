@@ -54,6 +54,12 @@ constexpr int64_t kSlabCols = 64;  // output columns per slab of the packed layo
 // (oneDNN's BA16a64b) — else 0.
 int64_t SlabStride(const dnnl::memory::desc& packed, int64_t in);
 
+// One slab of the packed layout (BA16a64b, SlabStride floats: [in rounded up to 16][64]) from
+// `cols` (1..64) rows of plain [out, in] weights, `plain` pointing at the first: element (i, c)
+// is plain[c * in + i], zero past `cols` and past `in`. AVX-512F: 16 x 16 tiles transposed in
+// registers (OPUS-MT big's 256 KB slabs ~4x faster than a scalar copy).
+void PlainToSlab(const float* plain, int64_t in, int64_t cols, float* slab);
+
 // The input chunk with which Forward reproduces oneDNN's f32 matmul bit for bit at this thread's
 // OpenMP team size, or 0 when none does or the CPU lacks AVX-512F.
 int64_t MatchingChunk(int64_t in, bool bias, bool accumulate, Activation activation);

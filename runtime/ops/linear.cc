@@ -468,19 +468,9 @@ const float* Linear::Float32Slab(int64_t s, float* scratch) const {
   if (packed()) {
     return static_cast<const float*>(packed_weight_mem_.get_data_handle()) + s * slab_stride_;
   }
-  // The packed layout of one slab is [padded in][64]: element (i, c) is weight row 64 s + c's
-  // input i. Copied in tiles of 16 inputs, so that the tile's 64 columns stay in L1.
-  constexpr int64_t kCols = gemv::kSlabCols, kTile = 16;
-  const float* plain = static_cast<const float*>(plain_weight_mem_.get_data_handle());
-  const int64_t first = s * kCols, cols = std::min(kCols, out_ - first);
-  std::fill(scratch, scratch + slab_stride_, 0.0f);
-  for (int64_t i0 = 0; i0 < in_; i0 += kTile) {
-    const int64_t i1 = std::min(in_, i0 + kTile);
-    for (int64_t c = 0; c < cols; ++c) {
-      const float* row = plain + (first + c) * in_;
-      for (int64_t i = i0; i < i1; ++i) scratch[i * kCols + c] = row[i];
-    }
-  }
+  const int64_t first = s * gemv::kSlabCols;
+  gemv::PlainToSlab(static_cast<const float*>(plain_weight_mem_.get_data_handle()) + first * in_,
+                    in_, std::min(gemv::kSlabCols, out_ - first), scratch);
   return scratch;
 }
 

@@ -6,7 +6,8 @@
 // {in, out}:ba view, brgemm instead repacks the weights on every call, which made small-row matmuls
 // 2.5-3x slower (see tests/bench/linear_bench.cc). Should oneDNN ever pick another layout for some
 // row count, that primitive falls back to the caller's [out, in] weights, which is why they must
-// still outlive the Linear.
+// still outlive the Linear. A Linear made with Packing::kDeferred (see there) packs later, when
+// first needed.
 //
 // Rows: a call runs as ceil(rows / P) pieces of near-equal size, P = kSmallPieceRows (64), or
 // kMaxPieceRows (256) for weights over kLargeWeightBytes (the output projection). Primitives

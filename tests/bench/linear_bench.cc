@@ -19,8 +19,10 @@
 //                                    gemv::StreamingScope, as a decoder step); counter GB/s of
 //                                    weights streamed.
 //   BM_ArgMaxScreen/rows/screen      OPUS-MT big's output projection, from DRAM, at 1 to 64 rows:
-//                                    ops/argmax_screen.h's argmax (1) against the float32
-//                                    product (0); counter GB/s of weights read.
+//                                    ops/argmax_screen.h's argmax (1; 2: its Linear's packing
+//                                    deferred, candidates from the plain weights) against the
+//                                    float32 product (0); counter GB/s of weights read.
+//   BM_ArgMaxScreenBuild/deferred    building that screen from the packed or the plain weights.
 // Counters: GFLOP/s of the matmul, or of the 4·keys·d_model FLOP of attention.
 // No figure is checked: this is a tool for comparing changes on one machine.
 #include <benchmark/benchmark.h>
@@ -186,7 +188,7 @@ BENCHMARK(BM_SmallRows)
 // the bytes each reads (int8 or float32 weights).
 void BM_ArgMaxScreen(benchmark::State& state) {
   const int64_t rows = state.range(0), in = 1024, out = 60878;
-  const bool screened = state.range(1) != 0;
+  const bool screened = state.range(1) != 0, deferred = state.range(1) == 2;
   const glossa::gemv::StreamingScope streaming;
   std::vector<std::vector<float>> weights;
   std::vector<std::unique_ptr<glossa::Linear>> linears;
@@ -194,8 +196,10 @@ void BM_ArgMaxScreen(benchmark::State& state) {
   const auto bias = Random(out, 9, 0.1f);
   for (uint32_t copy = 0; copy < 2; ++copy) {
     weights.push_back(Random(in * out, 20 + copy, 0.1f));
-    linears.push_back(
-        std::make_unique<glossa::Linear>(weights.back().data(), bias.data(), in, out));
+    linears.push_back(std::make_unique<glossa::Linear>(
+        glossa::LinearWeights{weights.back().data()}, bias.data(), in, out,
+        glossa::Activation::kNone, glossa::ComputeType::kFloat32, glossa::Linear::PackedSliceDone(),
+        deferred ? glossa::Linear::Packing::kDeferred : glossa::Linear::Packing::kNow));
     if (screened) {
       screens.push_back(glossa::ArgMaxScreen::Build(*linears.back()));
       if (screens.back() == nullptr) return state.SkipWithError("no ArgMaxScreen on this CPU");
@@ -229,8 +233,32 @@ void BM_ArgMaxScreen(benchmark::State& state) {
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ArgMaxScreen)
-    ->ArgsProduct({{1, 4, 8, 32, 64}, {1, 0}})
+    ->ArgsProduct({{1, 4, 8, 32, 64}, {1, 2, 0}})
     ->ArgNames({"rows", "screen"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Building the screen of OPUS-MT big's output projection from the packed copy (deferred 0) and
+// from the plain weights slab by slab (1: Linear::Packing::kDeferred, as the model's projection
+// with a screen); the weights are in memory (a model's come from its mapped file, page faults
+// on top).
+void BM_ArgMaxScreenBuild(benchmark::State& state) {
+  const int64_t in = 1024, out = 60878;
+  const auto w = Random(in * out, 20, 0.1f), bias = Random(out, 9, 0.1f);
+  const glossa::Linear linear(
+      glossa::LinearWeights{w.data()}, bias.data(), in, out, glossa::Activation::kNone,
+      glossa::ComputeType::kFloat32, glossa::Linear::PackedSliceDone(),
+      state.range(0) != 0 ? glossa::Linear::Packing::kDeferred : glossa::Linear::Packing::kNow);
+  for (auto _ : state) {
+    auto screen = glossa::ArgMaxScreen::Build(linear);
+    if (screen == nullptr) return state.SkipWithError("no ArgMaxScreen on this CPU");
+    benchmark::DoNotOptimize(screen.get());
+  }
+}
+BENCHMARK(BM_ArgMaxScreenBuild)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("deferred")
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

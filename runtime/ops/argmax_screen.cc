@@ -31,8 +31,12 @@ struct Scratch {
   std::vector<float> approx;
   std::vector<uint8_t> codes;  // the rows' u8 codes, [rows][in rounded up to 4]
   std::vector<float> row_scale, row_max;
-  std::vector<int> ids;
-  float exact[kCols];
+  std::vector<int> ids;        // one row's candidates
+  std::vector<int> all_ids;    // every row's, row after row (ascending within a row)
+  std::vector<int> id_start;   // [rows + 1]: where each row's ids start in all_ids
+  std::vector<int> cursor;     // [rows]: each row's first id in all_ids not yet looked at
+  std::vector<int64_t> pairs;  // slab * kMaxRows + row, one per (row, candidate slab)
+  std::vector<float> gathered, exact;  // the rows sharing a slab, and their float32 logits
 };
 Scratch& ThreadScratch() {
   thread_local Scratch scratch;
@@ -427,6 +431,9 @@ bool ArgMaxScreen::ArgMax(const float* x, int64_t rows, const int* excluded, con
   if (static_cast<int64_t>(s.codes.size()) < rows * in4 * 4) s.codes.resize(rows * in4 * 4);
   s.row_scale.resize(rows);
   s.row_max.resize(rows);
+  s.all_ids.clear();
+  s.id_start.clear();
+  s.pairs.clear();
   for (int64_t r = 0; r < rows; ++r) {
     if (!QuantizeRow(x + r * in_, s.codes.data() + r * in4 * 4, &s.row_scale[r], &s.row_max[r]))
       return false;
@@ -441,28 +448,53 @@ bool ArgMaxScreen::ArgMax(const float* x, int64_t rows, const int* excluded, con
     }
     const float* xr = x + r * in_;
     if (!Candidates(xr, s.row_scale[r], s.row_max[r], approx, &s.ids)) return false;
-    candidates_seen.fetch_add(static_cast<int64_t>(s.ids.size()), std::memory_order_relaxed);
-    // Each candidate's slab in float32, by the Linear's kernel; the first largest wins.
-    int64_t best = -1, slab = -1;
-    float best_value = 0.0f;
-    for (int id : s.ids) {
-      if (id / kCols != slab) {
-        slab = id / kCols;
-        const int64_t first = slab * kCols;
-        if (!linear_.ForwardColumns(xr, 1, first, std::min(kCols, out_ - first), s.exact)) {
-          declined_.store(true, std::memory_order_relaxed);
-          return false;
-        }
-      }
-      const float v = s.exact[id - slab * kCols];
-      if (!std::isfinite(v)) return false;
-      if (best < 0 || v > best_value) {
-        best = id;
-        best_value = v;
+    s.id_start.push_back(static_cast<int>(s.all_ids.size()));
+    for (size_t k = 0; k < s.ids.size(); ++k) {
+      if (k == 0 || s.ids[k] / kCols != s.ids[k - 1] / kCols) {
+        s.pairs.push_back(s.ids[k] / kCols * kMaxRows + r);
       }
     }
-    index[r] = best;
-    value[r] = best_value;
+    s.all_ids.insert(s.all_ids.end(), s.ids.begin(), s.ids.end());
+    index[r] = -1;
+  }
+  candidates_seen.fetch_add(static_cast<int64_t>(s.all_ids.size()), std::memory_order_relaxed);
+  s.id_start.push_back(static_cast<int>(s.all_ids.size()));
+  s.cursor.assign(s.id_start.begin(), s.id_start.end() - 1);
+  // Each candidate slab once, for every row that has candidates in it: rows that share a slab
+  // share its read (and a deferred Linear's copy of it). Slabs in ascending order, so each row
+  // meets its ids in ascending order and the first largest wins.
+  std::sort(s.pairs.begin(), s.pairs.end());
+  for (size_t p = 0; p < s.pairs.size();) {
+    const int64_t slab = s.pairs[p] / kMaxRows, first = slab * kCols;
+    size_t end = p;
+    while (end < s.pairs.size() && s.pairs[end] / kMaxRows == slab) ++end;
+    const int64_t group = static_cast<int64_t>(end - p), cols = std::min(kCols, out_ - first);
+    const float* xs = x + (s.pairs[p] % kMaxRows) * in_;
+    if (group > 1) {
+      s.gathered.resize(group * in_);
+      for (int64_t g = 0; g < group; ++g) {
+        std::copy_n(x + (s.pairs[p + g] % kMaxRows) * in_, in_, s.gathered.data() + g * in_);
+      }
+      xs = s.gathered.data();
+    }
+    s.exact.resize(group * cols);
+    if (!linear_.ForwardColumns(xs, group, first, cols, s.exact.data())) {
+      declined_.store(true, std::memory_order_relaxed);
+      return false;
+    }
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t r = s.pairs[p + g] % kMaxRows;
+      int& k = s.cursor[r];
+      for (; k < s.id_start[r + 1] && s.all_ids[k] < first + cols; ++k) {
+        const float v = s.exact[g * cols + s.all_ids[k] - first];
+        if (!std::isfinite(v)) return false;
+        if (index[r] < 0 || v > value[r]) {
+          index[r] = s.all_ids[k];
+          value[r] = v;
+        }
+      }
+    }
+    p = end;
   }
   rows_decided.fetch_add(rows, std::memory_order_relaxed);
   return true;

@@ -132,13 +132,14 @@ void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float
   }
   if (summary->screened != nullptr) *summary->screened = false;
   if (summary->argmax_only && Screen(x, n, *summary)) return;
-  // Every logit is needed. A projection whose packing waits for this (with a screen) is packed
-  // now, unless the screen exists and merely could not decide this step: then these rows'
-  // logits come from its unpacked slabs (ops/linear.h), and a greedy-only process never holds
+  // Every logit is needed. A projection whose packing waits for this (with a screen) starts its
+  // packed copy now, on a thread of its own, and this step's rows (and the next steps', until
+  // the copy is done) come from the plain weights, slab by slab (ops/linear.h); not when the
+  // screen exists and merely could not decide this step: a greedy-only process never makes
   // the packed copy.
   const bool undecided = summary->argmax_only && weights_.lm_head_screen != nullptr &&
                          weights_.lm_head_screen->IfBuilt() != nullptr;
-  if (!undecided) weights_.lm_head->EnsurePacked();
+  if (!undecided) weights_.lm_head->StartPacking();
   Summarize(x, n, logits, *summary, s);
 }
 

@@ -294,12 +294,22 @@ void Linear::Pack() const {
     }
   }
   packed_.store(true, std::memory_order_release);
+  // Products that ran from the plain weights while this copied them (StartPacking) may have
+  // mapped pages again behind the slices' drops.
+  if (deferred_ && packed_slice_) {
+    packed_slice_(plain_weight_mem_.get_data_handle(), plain_weight_mem_.get_desc().get_size());
+  }
 }
 
 void Linear::EnsurePacked() const {
   if (!deferred_ || packed()) return;
   absl::MutexLock lock(&create_mu_);
   if (!packed()) Pack();
+}
+
+void Linear::StartPacking() const {
+  if (!deferred_ || packed() || packing_started_.exchange(true)) return;
+  packer_ = std::thread([this] { EnsurePacked(); });
 }
 
 bool Linear::PackInSlices() const {
@@ -404,6 +414,9 @@ Linear::Linear(Linear&& other) noexcept
       bias_mem_(std::move(other.bias_mem_)),
       block_weights_(std::move(other.block_weights_)),
       block_bias_(std::move(other.block_bias_)) {
+  // Linears are moved while the model is built, before any product: StartPacking has not run
+  // (its thread would hold `other`; joined here all the same).
+  if (other.packer_.joinable()) other.packer_.join();
   // The primitives point at the weight memory objects, which moved with their handles intact.
   absl::MutexLock lock(&other.create_mu_);
   for (size_t i = 0; i < primitives_.size(); ++i) {
@@ -416,6 +429,7 @@ Linear::Linear(Linear&& other) noexcept
 }
 
 Linear::~Linear() {
+  if (packer_.joinable()) packer_.join();
   for (auto& p : primitives_) delete p.load(std::memory_order_acquire);
   for (auto& p : block_primitives_) delete p.load(std::memory_order_acquire);
 }
@@ -487,7 +501,7 @@ bool Linear::ForwardColumns(const float* x, int64_t rows, int64_t first, int64_t
       first + cols > out_ || rows < 1 || rows > gemv::kMaxRows) {
     return false;
   }
-  if (!packed()) return ForwardFromPlain(x, rows, first, cols, y, cols);
+  if (!packed()) return ForwardFromPlain(x, rows, first, cols, y, cols, /*release=*/false);
   const int64_t chunk = GemvChunk(false);
   if (chunk == 0) return false;
   const gemv::PackedWeights w{Float32Slab(first / gemv::kSlabCols, nullptr), in_, cols,
@@ -510,7 +524,7 @@ struct PlainScratch {
 };
 
 bool Linear::ForwardFromPlain(const float* x, int64_t rows, int64_t first, int64_t cols,
-                              float* y, int64_t y_stride) const {
+                              float* y, int64_t y_stride, bool release) const {
   const int64_t chunk = GemvChunk(false);
   if (chunk == 0) return false;
   constexpr int64_t kCols = gemv::kSlabCols;
@@ -525,6 +539,10 @@ bool Linear::ForwardFromPlain(const float* x, int64_t rows, int64_t first, int64
                   scratch.product.data());
     for (int64_t r = 0; r < rows; ++r) {
       std::copy_n(scratch.product.data() + r * n, n, y + r * y_stride + (c - first));
+    }
+    const int64_t done = c + n - first;
+    if (release && (done % kColumnBlock == 0 || done == cols)) {
+      ReleasePlainColumns(c + n - ((done - 1) % kColumnBlock + 1), (done - 1) % kColumnBlock + 1);
     }
   }
   return true;
@@ -660,7 +678,10 @@ void Linear::ForwardInColumnBlocks(const float* x, int64_t rows, float* y, Block
 void Linear::ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (IsInt8(compute_)) return ForwardInt8Piece(x, rows, y, accumulate);
   if (deferred_ && !packed()) {
-    if (!accumulate && rows <= gemv::kMaxRows && ForwardFromPlain(x, rows, 0, out_, y, out_)) {
+    // Every column: the pages are released as it goes, so that a step the screen could not
+    // decide, or one while StartPacking's copy is made, does not map the whole matrix again.
+    if (!accumulate && rows <= gemv::kMaxRows &&
+        ForwardFromPlain(x, rows, 0, out_, y, out_, /*release=*/true)) {
       return;
     }
     EnsurePacked();

@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -173,8 +174,13 @@ class Linear {
   // gemv::kMaxRows. False (nothing done) where that kernel does not reproduce Forward here.
   bool ForwardColumns(const float* x, int64_t rows, int64_t first, int64_t cols, float* y) const;
 
-  // Makes the packed copy now if packing was deferred (once; thread-safe); else nothing.
+  // Makes the packed copy now if packing was deferred (once; thread-safe; waits for a copy
+  // StartPacking began); else nothing.
   void EnsurePacked() const;
+  // Begins making the packed copy on a thread of its own if packing was deferred, and returns
+  // at once: products run from the plain weights meanwhile (those that cannot wait for it).
+  // The first step that needs every logit thus does not wait for NLLB-600M's 1 GB copy.
+  void StartPacking() const;
 
   // True when the weights are in oneDNN's blocked layout (false: the plain view is used for
   // every row count, or packing is deferred and has not happened). For tests and benchmarks.
@@ -193,10 +199,11 @@ class Linear {
   // to packed_slice_, and sets packed_. Under create_mu_ once constructed.
   void Pack() const;
   // Columns [first, first + cols) of a float32 product from the caller's weights, slab by slab
-  // (Float32Slab), into y with row stride y_stride; false (nothing done) where ops/gemv.h's
-  // kernel does not reproduce Forward.
+  // (Float32Slab), into y with row stride y_stride; with `release`, the weights' pages are
+  // released (ReleasePlainColumns) every kColumnBlock columns. False (nothing done) where
+  // ops/gemv.h's kernel does not reproduce Forward.
   bool ForwardFromPlain(const float* x, int64_t rows, int64_t first, int64_t cols, float* y,
-                        int64_t y_stride) const;
+                        int64_t y_stride, bool release) const;
   // Copies the plain weights into packed_weight_mem_ in slices of output rows, reporting each;
   // false when oneDNN cannot address such a slice of the packed layout (nothing reported then
   // is wrong, but the copy must be made whole).
@@ -230,6 +237,8 @@ class Linear {
   std::vector<int32_t> col_sums_;
   const float* bias_ = nullptr;
   mutable std::atomic<bool> packed_{false};
+  mutable std::atomic<bool> packing_started_{false};
+  mutable std::thread packer_;  // StartPacking's; joined by the destructor
   bool deferred_ = false;  // Packing::kDeferred was asked for and applies
   dnnl::memory::desc packed_desc_;  // oneDNN's preferred layout, when it differs from the plain
   PackedSliceDone packed_slice_;

@@ -329,8 +329,11 @@ TEST(LinearDeferredPackingTest, GivesThePackedBitsUntilPackedThenPacks) {
     const auto x = Random(rows * in, rng);
     std::vector<float> a(rows * out), c(rows * out), cols(rows * 128), blocks(rows * out);
     packed.Forward(x.data(), rows, a.data());
+    const size_t released_before = released;
     deferred.Forward(x.data(), rows, c.data());
     EXPECT_TRUE(same(a, c)) << rows << " rows";
+    // A product over every column releases the weights' pages as it goes, all of them once.
+    EXPECT_EQ(released - released_before, static_cast<size_t>(out * in * 4));
     deferred.ForwardInColumnBlocks(
         x.data(), rows, blocks.data(),
         [&](int64_t first_row, int64_t piece_rows, int64_t first_col, int64_t n, const float* block,
@@ -340,14 +343,17 @@ TEST(LinearDeferredPackingTest, GivesThePackedBitsUntilPackedThenPacks) {
           }
         });
     EXPECT_TRUE(same(a, blocks)) << rows << " rows, in column blocks";
+    const size_t released_before_columns = released;
     ASSERT_TRUE(deferred.ForwardColumns(x.data(), rows, 896, out - 896, cols.data()));
+    EXPECT_EQ(released, released_before_columns);  // a few candidates' slabs stay mapped
     for (int64_t r = 0; r < rows; ++r) {
       EXPECT_EQ(std::memcmp(&cols[r * (out - 896)], &a[r * out + 896], (out - 896) * 4), 0);
     }
   }
   EXPECT_FALSE(deferred.packed());
-  EXPECT_EQ(released, 0u);
-  // An accumulating product is not taken from the plain weights: it packs.
+  // An accumulating product is not taken from the plain weights: it packs, releasing each
+  // slice as it is copied, then the whole matrix once more.
+  const size_t released_before = released;
   const auto x = Random(in, rng);
   std::vector<float> a(out, 1.0f), c(out, 1.0f);
   packed.Forward(x.data(), 1, a.data(), /*accumulate=*/true);
@@ -355,28 +361,43 @@ TEST(LinearDeferredPackingTest, GivesThePackedBitsUntilPackedThenPacks) {
   EXPECT_TRUE(same(a, c));
   EXPECT_TRUE(deferred.packed());
   EXPECT_FALSE(deferred.packing_deferred());
-  EXPECT_EQ(released, static_cast<size_t>(out * in * 4));
+  EXPECT_EQ(released - released_before, static_cast<size_t>(2 * out * in * 4));
   deferred.EnsurePacked();  // once only
-  EXPECT_EQ(released, static_cast<size_t>(out * in * 4));
+  EXPECT_EQ(released - released_before, static_cast<size_t>(2 * out * in * 4));
 }
 
-// EnsurePacked packs a deferred Linear (once, however many threads ask at once), and the
-// products read the packed copy from then on.
+// StartPacking and EnsurePacked pack a deferred Linear (once, however many threads ask at once,
+// products meanwhile giving the same bits), and the products read the packed copy from then on.
 TEST(LinearDeferredPackingTest, EnsurePackedPacksOnceAcrossThreads) {
   std::mt19937 rng(22);
-  const int64_t in = 256, out = 300;
+  const int64_t in = 256, out = 1300;  // past one column block, under one packing slice
   const auto w = Random(out * in, rng, 0.05f), b = Random(out, rng);
-  std::atomic<int> reports{0};
+  std::atomic<int> whole{0};  // releases of the whole matrix: the packing's
   const Linear deferred(LinearWeights{w.data()}, b.data(), in, out, Activation::kNone,
-                        ComputeType::kFloat32, [&](const void*, size_t) { ++reports; },
+                        ComputeType::kFloat32,
+                        [&](const void*, size_t bytes) { whole += bytes == out * in * 4; },
                         Linear::Packing::kDeferred);
   if (!deferred.packing_deferred()) GTEST_SKIP() << "oneDNN keeps the plain layout here";
+  const Linear packed(w.data(), b.data(), in, out);
+  {
+    // StartPacking returns at once; products while its thread copies give the same bits.
+    const auto x = Random(2 * in, rng);
+    std::vector<float> a(2 * out), c(2 * out);
+    packed.Forward(x.data(), 2, a.data());
+    deferred.StartPacking();
+    deferred.StartPacking();  // one thread only
+    for (int i = 0; i < 50; ++i) {
+      deferred.Forward(x.data(), 2, c.data());
+      ASSERT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << "call " << i;
+    }
+  }
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) threads.emplace_back([&] { deferred.EnsurePacked(); });
   for (auto& t : threads) t.join();
   EXPECT_TRUE(deferred.packed());
-  EXPECT_EQ(reports.load(), 1);  // one slice: the weights are under kPackSliceBytes
-  const Linear packed(w.data(), b.data(), in, out);
+  // One slice (the weights are under kPackSliceBytes), then the whole matrix once more (the
+  // products meanwhile release theirs a column block at a time).
+  EXPECT_EQ(whole.load(), 2);
   const auto x = Random(3 * in, rng);
   std::vector<float> a(3 * out), c(3 * out);
   packed.Forward(x.data(), 3, a.data());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <system_error>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -309,7 +310,11 @@ void Linear::EnsurePacked() const {
 
 void Linear::StartPacking() const {
   if (!deferred_ || packed() || packing_started_.exchange(true)) return;
-  packer_ = std::thread([this] { EnsurePacked(); });
+  try {
+    packer_ = std::thread([this] { EnsurePacked(); });
+  } catch (const std::system_error&) {
+    EnsurePacked();  // no thread to be had: pack on this one
+  }
 }
 
 bool Linear::PackInSlices() const {

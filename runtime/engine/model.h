@@ -43,9 +43,9 @@ inline constexpr char kArgmaxScreenFlagHelp[] =
     "the same tokens, faster in steps of up to 64 sentences (CPUs with AVX-512 VNNI); the copy, "
     "one byte per output-layer weight (OPUS-MT big: 60 MB, NLLB-600M: 253 MB), is made by the "
     "first such request. With it, the float32 output layer stays in the mapped model file until "
-    "a request needs every logit (beam search, scores), which then copies it into the layout "
-    "of the matrix products once (NLLB-600M: about 1 s, 1 GB); a server that only decodes "
-    "greedy without scores never holds that copy";
+    "a request needs every logit (beam search, scores), which then starts copying it into the "
+    "layout of the matrix products, once, on a thread of its own (NLLB-600M: 1 GB); a server "
+    "that only decodes greedy without scores never holds that copy";
 
 class Model {
  public:

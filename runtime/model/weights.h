@@ -57,7 +57,8 @@ struct ModelWeights {
   // With WeightOptions::argmax_screen, where the output projection may have one (float32, packed
   // for ops/gemv.h, or deferred): its screen, built on first use; null otherwise. With a screen
   // on this CPU the projection's packing is deferred (Linear::Packing::kDeferred): the decoder
-  // calls EnsurePacked before any step that needs every logit.
+  // calls StartPacking at the first step that needs every logit (not a screened step the screen
+  // could not decide).
   std::unique_ptr<LazyArgMaxScreen> lm_head_screen;
 };
 

@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& pa
     }
     file->base_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);
+  file->fd_ = fd;
   GLOSSA_RETURN_IF_ERROR(file->ParseHeader(verify_checksums));
   return file;
 }
@@ -103,8 +103,33 @@ void ModelFile::DropPages(const void* data, uint64_t bytes) const {
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+void ModelFile::CopyOut(const void* data, uint64_t bytes, void* out) const {
+  const auto* begin = static_cast<const uint8_t*>(data);
+  auto* to = static_cast<uint8_t*>(out);
+  if (fd_ >= 0 && base_ != nullptr && begin >= base_ && bytes <= size_ &&
+      static_cast<uint64_t>(begin - base_) <= size_ - bytes) {
+    uint64_t done = 0;
+    while (done < bytes) {
+      const ssize_t n = ::pread(fd_, to + done, bytes - done,
+                                static_cast<off_t>(begin - base_ + done));
+      if (n > 0) {
+        done += static_cast<uint64_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        break;  // the mapping still reads what the file held when it was opened
+      }
+    }
+    if (done == bytes) return;
+    std::memcpy(to + done, begin + done, bytes - done);
+    return;
+  }
+  std::memcpy(to, begin, bytes);
+}
+
 ModelFile::~ModelFile() {
   if (base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 absl::Status ModelFile::ParseHeader(bool verify_checksums) {

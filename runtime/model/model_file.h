@@ -76,6 +76,13 @@ class ModelFile {
   // (embedding rows of the tokens in use, the weights used in place) instead of keeping every
   // page the checksums touched.
   void DropAllPages() const { DropPages(base_, size_); }
+  // Copies [data, data + bytes), a range of the mapping, into `out` by reading the file (pread),
+  // so that none of its pages is mapped into this process. For weights read a little at a time
+  // and left in the file (embedding rows, the output projection's candidate slabs): reading
+  // them through the mapping maps each page's whole page-cache folio (up to 2 MB on Linux 6.x
+  // with large folios: an OPUS-MT big step's ten 256 KB candidate slabs map ~20 MB), which stays
+  // in the RSS. A range outside the mapping, or a failed read, is copied with memcpy.
+  void CopyOut(const void* data, uint64_t bytes, void* out) const;
 
  private:
   ModelFile() = default;
@@ -94,6 +101,7 @@ class ModelFile {
   std::string path_;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
+  int fd_ = -1;  // kept open for CopyOut
   nlohmann::json header_;
   absl::flat_hash_map<std::string, TensorView> tensors_;
 };

@@ -8,6 +8,11 @@
 namespace glossa {
 namespace {
 
+// Reads a few rows of weights left in `file` without mapping its pages (ModelFile::CopyOut).
+ops::StoredCopy CopyOut(const ModelFile& file) {
+  return [&file](const void* from, uint64_t bytes, void* to) { file.CopyOut(from, bytes, to); };
+}
+
 class Finder {
  public:
   Finder(const ModelFile& file, int64_t d_model, ComputeType compute)
@@ -55,7 +60,8 @@ class Finder {
     try {
       return std::make_unique<Linear>(
           w, bias, in, out, act, compute,
-          [&file](const void* plain, size_t bytes) { file.DropPages(plain, bytes); }, packing);
+          [&file](const void* plain, size_t bytes) { file.DropPages(plain, bytes); }, packing,
+          CopyOut(file));
     } catch (const dnnl::error& e) {
       return absl::FailedPreconditionError(
           absl::StrCat("compute type ", ComputeTypeName(compute),
@@ -82,8 +88,9 @@ class Finder {
   absl::StatusOr<StackWeights> Stack(const std::string& prefix, int64_t vocab,
                                      const ModelConfig& c) {
     StackWeights s;
-    GLOSSA_ASSIGN_OR_RETURN(s.embed_tokens,
+    GLOSSA_ASSIGN_OR_RETURN(s.embed_tokens.rows,
                             file_.FloatTensor(prefix + ".embed_tokens.weight", {vocab, d_}));
+    s.embed_tokens.copy = CopyOut(file_);
     GLOSSA_ASSIGN_OR_RETURN(
         s.embed_positions,
         file_.FloatTensor(prefix + ".embed_positions.weight",

@@ -11,6 +11,7 @@
 #include "model/model_file.h"
 #include "ops/argmax_screen.h"
 #include "ops/linear.h"
+#include "ops/ops.h"
 
 namespace glossa {
 
@@ -42,7 +43,8 @@ struct DecoderLayerWeights {
 };
 
 struct StackWeights {
-  const float* embed_tokens = nullptr;     // [vocab, d_model]
+  // [vocab, d_model], read through ModelFile::CopyOut: rows looked up do not map the file.
+  ops::StoredTable embed_tokens;
   const float* embed_positions = nullptr;  // [max_positions + position_offset, d_model]
   LayerNormWeights embedding_norm;         // when config.layernorm_embedding
   LayerNormWeights final_norm;             // when config.final_layer_norm

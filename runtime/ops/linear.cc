@@ -251,12 +251,13 @@ bool ParseComputeType(const std::string& name, ComputeType* type) {
 
 Linear::Linear(const LinearWeights& weights, const float* bias, int64_t in, int64_t out,
                Activation activation, ComputeType compute, const PackedSliceDone& packed_slice,
-               Packing packing)
+               Packing packing, ops::StoredCopy copy_plain)
     : in_(in),
       out_(out),
       activation_(activation),
       compute_(compute),
       packed_slice_(packed_slice),
+      copy_plain_(std::move(copy_plain)),
       piece_rows_((in * out * 4 > kLargeWeightBytes ? kMaxPieceRows : kSmallPieceRows) /
                   (compute == ComputeType::kInt8 ? 2 : 1)) {
   PrepareWeights(weights);
@@ -411,6 +412,7 @@ Linear::Linear(Linear&& other) noexcept
       deferred_(other.deferred_),
       packed_desc_(other.packed_desc_),
       packed_slice_(std::move(other.packed_slice_)),
+      copy_plain_(std::move(other.copy_plain_)),
       piece_rows_(other.piece_rows_),
       slab_stride_(other.slab_stride_),
       gemv_chunk_{other.gemv_chunk_[0].load(), other.gemv_chunk_[1].load()},
@@ -517,9 +519,9 @@ bool Linear::ForwardColumns(const float* x, int64_t rows, int64_t first, int64_t
 }
 
 // Per-thread buffers of ForwardFromPlain: one slab in the packed layout (64-byte aligned, as
-// ops/gemv.h's kernel loads it) and its product.
+// ops/gemv.h's kernel loads it), its plain rows when copied out (copy_plain_), and its product.
 struct PlainScratch {
-  std::vector<float> slab, product;
+  std::vector<float> slab, rows, product;
   float* Slab(int64_t floats) {
     constexpr int64_t kAlign = 64 / sizeof(float);
     if (static_cast<int64_t>(slab.size()) < floats + kAlign) slab.resize(floats + kAlign);
@@ -537,9 +539,21 @@ bool Linear::ForwardFromPlain(const float* x, int64_t rows, int64_t first, int64
   float* slab = scratch.Slab(slab_stride_);
   scratch.product.resize(std::max<size_t>(scratch.product.size(), rows * kCols));
   const float* bias = bias_mem_ ? static_cast<const float*>(bias_mem_.get_data_handle()) : nullptr;
+  // A few columns (the screen's candidates) without release: their rows are copied out of the
+  // caller's weights, which then never map into this process (ModelFile::CopyOut).
+  const bool copy = !release && copy_plain_;
+  if (copy) scratch.rows.resize(std::max<size_t>(scratch.rows.size(), kCols * in_));
   for (int64_t c = first; c < first + cols; c += kCols) {
     const int64_t n = std::min(kCols, first + cols - c);
-    const gemv::PackedWeights w{Float32Slab(c / kCols, slab), in_, n, slab_stride_, chunk};
+    const float* weights = slab;
+    if (copy && !packed()) {
+      copy_plain_(static_cast<const float*>(plain_weight_mem_.get_data_handle()) + c * in_,
+                  static_cast<uint64_t>(n * in_) * sizeof(float), scratch.rows.data());
+      gemv::PlainToSlab(scratch.rows.data(), in_, n, slab);
+    } else {
+      weights = Float32Slab(c / kCols, slab);
+    }
+    const gemv::PackedWeights w{weights, in_, n, slab_stride_, chunk};
     gemv::Forward(w, x, rows, bias != nullptr ? bias + c : nullptr, false, activation_,
                   scratch.product.data());
     for (int64_t r = 0; r < rows; ++r) {

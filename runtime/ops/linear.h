@@ -57,6 +57,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "ops/ops.h"
 
 namespace glossa {
 
@@ -112,10 +113,14 @@ class Linear {
   // read in float32), and packs it when a step first needs every logit (beam search, scores).
   enum class Packing { kNow, kDeferred };
 
-  // Throws dnnl::error when oneDNN has no kernel for `compute` on this CPU.
+  // Throws dnnl::error when oneDNN has no kernel for `compute` on this CPU. `copy_plain`: how a
+  // deferred Linear reads the slabs of a few columns (ForwardColumns, the screen's candidates)
+  // from the caller's weights (a mapped file: ModelFile::CopyOut, so that they stay unmapped);
+  // empty: in place. Products over every column and the screen's build read in place and
+  // release the pages as they go (packed_slice).
   Linear(const LinearWeights& weights, const float* bias, int64_t in, int64_t out,
          Activation activation, ComputeType compute, const PackedSliceDone& packed_slice = {},
-         Packing packing = Packing::kNow);
+         Packing packing = Packing::kNow, ops::StoredCopy copy_plain = {});
   Linear(Linear&&) noexcept;
   ~Linear();
 
@@ -242,6 +247,7 @@ class Linear {
   bool deferred_ = false;  // Packing::kDeferred was asked for and applies
   dnnl::memory::desc packed_desc_;  // oneDNN's preferred layout, when it differs from the plain
   PackedSliceDone packed_slice_;
+  ops::StoredCopy copy_plain_;
   int64_t piece_rows_;  // kSmallPieceRows or kMaxPieceRows
   int64_t slab_stride_ = 0;  // gemv::SlabStride of the packed float32 weights (0: not usable)
   // gemv::MatchingChunk per value of `accumulate`, found on first use; -1 before.

@@ -510,12 +510,16 @@ int UpdateTopK(const float* x, int64_t n, int32_t first_index, int k, ScoredId* 
   return UpdateTopKPortable(x, n, first_index, k, best, kept);
 }
 
-void EmbedTokens(const float* table, const float* positions, const int* ids, const int* pos,
-                 int64_t rows, int64_t dim, float scale, float* out) {
+void EmbedTokens(const StoredTable& table, const float* positions, const int* ids,
+                 const int* pos, int64_t rows, int64_t dim, float scale, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float* e = table + static_cast<int64_t>(ids[r]) * dim;
+    const float* e = table.rows + static_cast<int64_t>(ids[r]) * dim;
     const float* p = positions + static_cast<int64_t>(pos[r]) * dim;
     float* o = out + r * dim;
+    if (table.copy) {
+      table.copy(e, static_cast<uint64_t>(dim) * sizeof(float), o);
+      e = o;
+    }
     for (int64_t i = 0; i < dim; ++i) o[i] = e[i] * scale + p[i];
   }
 }

@@ -15,8 +15,20 @@
 #define GLOSSA_RUNTIME_OPS_OPS_H_
 
 #include <cstdint>
+#include <functional>
 
 namespace glossa::ops {
+
+// How a few rows of a large stored table are read: copied from `from` (inside the table) to `to`.
+// Empty: read in place. Weights left in a mapped model file give ModelFile::CopyOut, which reads
+// the file instead of its mapping, so that the pages stay out of this process's memory.
+using StoredCopy = std::function<void(const void* from, uint64_t bytes, void* to)>;
+
+// A [rows, dim] float table and how its rows are read.
+struct StoredTable {
+  const float* rows = nullptr;
+  StoredCopy copy;
+};
 
 // x[rows, dim] = (x - mean) / sqrt(var + eps) * gamma + beta, per row (biased variance). The
 // sums run in 64 lanes then pairwise, in the same order with AVX-512 and without: both kernels
@@ -108,8 +120,8 @@ int TopKLogProbs(const float* x, int64_t n, LogSumExp lse, float offset, int k, 
 int UpdateTopK(const float* x, int64_t n, int32_t first_index, int k, ScoredId* best, int kept);
 
 // out[i, :] = table[ids[i], :] * scale + positions[pos[i], :]  (token embedding plus position).
-void EmbedTokens(const float* table, const float* positions, const int* ids, const int* pos,
-                 int64_t rows, int64_t dim, float scale, float* out);
+void EmbedTokens(const StoredTable& table, const float* positions, const int* ids,
+                 const int* pos, int64_t rows, int64_t dim, float scale, float* out);
 
 // Index of the largest value (the first one on ties, like torch.argmax).
 int64_t ArgMax(const float* x, int64_t n);

@@ -231,6 +231,8 @@ int main(int argc, char** argv) {
   if (!first.ok()) return Fail(std::string(first.status().message()), 1);
   const double first_translation_s = Seconds(Clock::now() - t0);
   const double rss_after_load_mb = glossa::bench::ProcStatusMb("VmRSS");
+  // Of which pages of mapped files (the model file's, the binary's): clean, shared, reclaimable.
+  const double rss_file_after_load_mb = glossa::bench::ProcStatusMb("RssFile");
 
   // 2. Warm-up.
   const size_t warm = std::min(sources->sources.size(),
@@ -315,6 +317,8 @@ int main(int argc, char** argv) {
       {"load_s", Round(load_s, 4)},
       {"first_translation_s", Round(first_translation_s, 4)},
       {"rss_after_load_mb", Round(rss_after_load_mb, 1)},
+      {"rss_file_after_load_mb", Round(rss_file_after_load_mb, 1)},
+      {"rss_file_mb", Round(glossa::bench::ProcStatusMb("RssFile"), 1)},
       {"wall_s", Round(wall, 4)},
       {"target_tokens_per_s", Round(wall > 0 ? target_tokens / wall : 0.0, 1)},
       // Where the timed run's time went (summed over workers): encoder calls (with the cross

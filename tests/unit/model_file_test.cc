@@ -247,5 +247,50 @@ TEST_F(ModelFileTest, HeaderThatIsNotJson) {
   EXPECT_THAT(LoadBytes(bytes).message(), HasSubstr("not valid JSON"));
 }
 
+// Whether this process has the page holding `p` mapped (/proc/self/pagemap's present bit; -1
+// when it cannot be read).
+int PagePresent(const void* p) {
+  FILE* f = std::fopen("/proc/self/pagemap", "rb");
+  if (f == nullptr) return -1;
+  const uint64_t page = reinterpret_cast<uintptr_t>(p) / 4096;
+  uint64_t entry = 0;
+  const bool ok = std::fseek(f, static_cast<long>(page * 8), SEEK_SET) == 0 &&
+                  std::fread(&entry, 8, 1, f) == 1;
+  std::fclose(f);
+  return ok ? static_cast<int>(entry >> 63) : -1;
+}
+
+// CopyOut reads the file's bytes without mapping them into the process (a read through the
+// mapping does map them: the check can fail), and copies a range outside the mapping with memcpy.
+TEST_F(ModelFileTest, CopyOutReadsTheFileWithoutMappingIt) {
+  auto file = ModelFile::Open(testing::DemoModelPath(), /*verify_checksums=*/false);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto table = (*file)->Tensor("decoder.embed_tokens.weight");
+  ASSERT_TRUE(table.ok()) << table.status();
+  uint64_t offset = 0;
+  for (const auto& entry : (*file)->header()["tensors"]) {
+    if (entry["name"] == "decoder.embed_tokens.weight") offset = entry["offset"].get<uint64_t>();
+  }
+  ASSERT_GT(offset, 0u);
+  const int64_t dim = (*table)->shape[1];
+  const uint64_t row_bytes = dim * 4, first = 1000 * row_bytes, bytes = 3 * row_bytes + 5;
+  ASSERT_LE(first + bytes, (*table)->size_bytes);
+  const auto* mapped = static_cast<const uint8_t*>((*table)->data) + first;
+  (*file)->DropAllPages();
+  std::vector<uint8_t> out(bytes);
+  (*file)->CopyOut(mapped, bytes, out.data());
+  EXPECT_EQ(std::memcmp(out.data(), original_.data() + offset + first, bytes), 0);
+  const int before = PagePresent(mapped);
+  if (before < 0) GTEST_SKIP() << "/proc/self/pagemap cannot be read here: residency unchecked";
+  EXPECT_EQ(before, 0) << "CopyOut mapped the page it copied";
+  EXPECT_EQ(std::memcmp(mapped, out.data(), bytes), 0);  // through the mapping: maps it
+  EXPECT_EQ(PagePresent(mapped), 1);
+
+  const std::vector<uint8_t> heap = {1, 2, 3, 4, 5};
+  std::vector<uint8_t> copy(5);
+  (*file)->CopyOut(heap.data(), heap.size(), copy.data());
+  EXPECT_EQ(copy, heap);
+}
+
 }  // namespace
 }  // namespace glossa

@@ -366,6 +366,54 @@ TEST(LinearDeferredPackingTest, GivesThePackedBitsUntilPackedThenPacks) {
   EXPECT_EQ(released - released_before, static_cast<size_t>(2 * out * in * 4));
 }
 
+// With copy_plain (a model file's CopyOut) a deferred Linear copies the rows of a few columns'
+// slabs out of the caller's weights (ForwardColumns: the screen's candidates) instead of reading
+// them in place, and gives the same bits; a product over every column reads in place, releasing.
+TEST(LinearDeferredPackingTest, CopiesAFewColumnsOutAndReadsEveryColumnInPlace) {
+  if (!gemv::internal::Enabled() || gemv::MatchingChunk(200, true, false, Activation::kNone) == 0) {
+    GTEST_SKIP() << "ops/gemv.h's kernel does not serve this shape here (no AVX-512F)";
+  }
+  std::mt19937 rng(23);
+  const int64_t in = 200, out = 1000;
+  const auto w = Random(out * in, rng, 0.05f), b = Random(out, rng);
+  size_t released = 0;
+  std::vector<std::pair<const void*, uint64_t>> copies;
+  const Linear packed(w.data(), b.data(), in, out);
+  const Linear deferred(
+      LinearWeights{w.data()}, b.data(), in, out, Activation::kNone, ComputeType::kFloat32,
+      [&](const void*, size_t bytes) { released += bytes; }, Linear::Packing::kDeferred,
+      [&](const void* from, uint64_t bytes, void* to) {
+        copies.emplace_back(from, bytes);
+        std::memcpy(to, from, bytes);
+      });
+  ASSERT_TRUE(deferred.packing_deferred());
+  const gemv::StreamingScope streaming;
+  for (int64_t rows : {int64_t{1}, int64_t{5}, gemv::kMaxRows}) {
+    const auto x = Random(rows * in, rng);
+    std::vector<float> a(rows * out), c(rows * out), cols(rows * 168);
+    packed.Forward(x.data(), rows, a.data());
+    copies.clear();
+    // Columns 832..999: two whole slabs and the last, partial one (40 columns).
+    ASSERT_TRUE(deferred.ForwardColumns(x.data(), rows, 832, out - 832, cols.data()));
+    ASSERT_EQ(copies.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(copies[i].first, w.data() + (832 + 64 * i) * in) << i;
+      EXPECT_EQ(copies[i].second, static_cast<uint64_t>(i < 2 ? 64 : 40) * in * 4) << i;
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(std::memcmp(&cols[r * 168], &a[r * out + 832], 168 * 4), 0) << rows << " rows";
+    }
+    EXPECT_EQ(released, 0u);
+    copies.clear();
+    deferred.Forward(x.data(), rows, c.data());
+    EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << rows << " rows";
+    EXPECT_TRUE(copies.empty());
+    EXPECT_EQ(released, static_cast<size_t>(out * in * 4));
+    released = 0;
+  }
+  EXPECT_FALSE(deferred.packed());
+}
+
 // StartPacking and EnsurePacked pack a deferred Linear (once, however many threads ask at once,
 // products meanwhile giving the same bits), and the products read the packed copy from then on.
 TEST(LinearDeferredPackingTest, EnsurePackedPacksOnceAcrossThreads) {
@@ -742,8 +790,22 @@ TEST(OpsTest, EmbedTokensScalesAndAddsPositions) {
   const std::vector<float> pos = {10, 20, 30, 40};       // 2 positions x 2
   const std::vector<int> ids = {2, 0}, positions = {1, 0};
   std::vector<float> out(4);
-  ops::EmbedTokens(table.data(), pos.data(), ids.data(), positions.data(), 2, 2, 2.0f, out.data());
+  ops::EmbedTokens({table.data(), {}}, pos.data(), ids.data(), positions.data(), 2, 2, 2.0f,
+                   out.data());
   EXPECT_EQ(out, (std::vector<float>{40, 52, 12, 24}));
+  // Through a copy (as a model file reads rows it leaves unmapped): the same values, and one
+  // copy of one whole row per token, from that row.
+  std::vector<const void*> copied_from;
+  const ops::StoredCopy copy = [&](const void* from, uint64_t bytes, void* to) {
+    EXPECT_EQ(bytes, 2 * sizeof(float));
+    copied_from.push_back(from);
+    std::memcpy(to, from, bytes);
+  };
+  std::fill(out.begin(), out.end(), 0.0f);
+  ops::EmbedTokens({table.data(), copy}, pos.data(), ids.data(), positions.data(), 2, 2, 2.0f,
+                   out.data());
+  EXPECT_EQ(out, (std::vector<float>{40, 52, 12, 24}));
+  EXPECT_EQ(copied_from, (std::vector<const void*>{table.data() + 4, table.data()}));
 }
 
 TEST(AttentionTest, MatchesNaiveReference) {

@@ -72,9 +72,9 @@ class ModelFile {
   // nothing otherwise): the memory stops counting in its RSS, and a later read maps the page
   // again from the page cache (or the disk). For weights that were copied into another layout.
   void DropPages(const void* data, uint64_t bytes) const;
-  // The same for the whole file: after loading, what runs maps back only the pages it reads
-  // (embedding rows of the tokens in use, the weights used in place) instead of keeping every
-  // page the checksums touched.
+  // The same for the whole file: after loading, what runs maps back only the pages it reads in
+  // place (biases, norms, position tables; embedding rows are read with CopyOut) instead of
+  // keeping every page the checksums touched.
   void DropAllPages() const { DropPages(base_, size_); }
   // Copies [data, data + bytes), a range of the mapping, into `out` by reading the file (pread),
   // so that none of its pages is mapped into this process. For weights read a little at a time

@@ -17,7 +17,9 @@ CTranslate2 4.8.1 from ../shared/peer/ctranslate2 through tests/bench/peer_ct2_r
 translate_batch over every line; it sorts them by length itself). Both drivers time the same
 steps: load, the first line alone (greedy, at most 16 tokens: the load figure), a warm-up (as
 many lines as the workers decode at once, at most 16 tokens each: it makes the primitives for the
-cell's row counts), then the timed run over all lines.
+cell's row counts), then the timed run over all lines. Before each run the engine's model file
+(CTranslate2: its model directory) is read once, so that every load starts from the page cache
+(this VM's cache dropped files between runs); the log line gives that read's seconds.
 
 Cells:
   compute type  float32: both float32. int8: CTranslate2's int8 (int8 weights, float32 elsewhere)

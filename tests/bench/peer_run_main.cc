@@ -7,8 +7,9 @@
 // Timeline (the same in both drivers):
 //   1. load: Model::Load + the engine, then the first input line alone is translated, greedy,
 //      at most --first_max_output_tokens tokens; first_translation_s is the time from before
-//      Model::Load to that line's result ("file to first translation"; the file is usually in
-//      the page cache).
+//      Model::Load to that line's result ("file to first translation"; peer_compare.py reads
+//      the file into the page cache just before). rss_file_after_load_mb, rss_file_mb: of the
+//      RSS, pages of mapped files (the model file's read in place, the binary's, libraries').
 //   2. warm-up: the first --warmup lines (at most --warmup_max_output_tokens tokens each), untimed.
 //   3. the timed run: every line in ONE job, longest first (as Translator, glossa-translate and
 //      CTranslate2's translate_batch do), decoded by --workers engine workers of --threads

@@ -23,20 +23,28 @@
 //                                    deferred, candidates from the plain weights) against the
 //                                    float32 product (0); counter GB/s of weights read.
 //   BM_ArgMaxScreenBuild/deferred    building that screen from the packed or the plain weights.
+//   BM_EmbedTokens/copy              32 embedding rows at random ids of a model file's
+//                                    decoder.embed_tokens (GLOSSA_BENCH_MODEL, default the
+//                                    demo model, run from the repository root), read in place
+//                                    through the mapping (0) or with ModelFile::CopyOut (1, pread,
+//                                    as the model reads them); counter rows/s.
 // Counters: GFLOP/s of the matmul, or of the 4·keys·d_model FLOP of attention.
 // No figure is checked: this is a tool for comparing changes on one machine.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "layers/attention.h"
+#include "model/model_file.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "ops/argmax_screen.h"
 #include "ops/gemv.h"
@@ -261,6 +269,38 @@ BENCHMARK(BM_ArgMaxScreenBuild)
     ->ArgName("deferred")
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// Embedding rows read in place or through a pread of the model file (see the header).
+void BM_EmbedTokens(benchmark::State& state) {
+  const char* env = std::getenv("GLOSSA_BENCH_MODEL");
+  auto file = glossa::ModelFile::Open(env != nullptr ? env : "models/opus-mt-es-en-bible.glossa",
+                                      /*verify_checksums=*/false);
+  if (!file.ok()) return state.SkipWithError(std::string(file.status().message()).c_str());
+  auto table = (*file)->Tensor("decoder.embed_tokens.weight");
+  if (!table.ok()) return state.SkipWithError(std::string(table.status().message()).c_str());
+  const int64_t vocab = (*table)->shape[0], dim = (*table)->shape[1], rows = 32;
+  glossa::ops::StoredTable stored{(*table)->f32(), {}};
+  if (state.range(0) != 0) {
+    stored.copy = [&f = **file](const void* from, uint64_t bytes, void* to) {
+      f.CopyOut(from, bytes, to);
+    };
+  }
+  const std::vector<float> positions(rows * dim, 0.5f);
+  std::vector<int> pos(rows), ids(rows);
+  for (int r = 0; r < rows; ++r) pos[r] = r;
+  std::vector<float> out(rows * dim);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> pick(0, static_cast<int>(vocab) - 1);
+  for (auto _ : state) {
+    for (int& id : ids) id = pick(rng);
+    glossa::ops::EmbedTokens(stored, positions.data(), ids.data(), pos.data(), rows, dim, 16.0f,
+                             out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["rows/s"] =
+      benchmark::Counter(static_cast<double>(rows), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_EmbedTokens)->Arg(0)->Arg(1)->ArgName("copy")->UseRealTime();
 
 // The AttendRow of before the vectorised kernels, kept verbatim for comparison.
 template <typename KeyRow, typename ValueRow>

@@ -106,12 +106,11 @@ void ModelFile::DropPages(const void* data, uint64_t bytes) const {
 void ModelFile::CopyOut(const void* data, uint64_t bytes, void* out) const {
   const auto* begin = static_cast<const uint8_t*>(data);
   auto* to = static_cast<uint8_t*>(out);
-  if (fd_ >= 0 && base_ != nullptr && begin >= base_ && bytes <= size_ &&
-      static_cast<uint64_t>(begin - base_) <= size_ - bytes) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(data), base = reinterpret_cast<uintptr_t>(base_);
+  if (fd_ >= 0 && base_ != nullptr && at >= base && bytes <= size_ && at - base <= size_ - bytes) {
     uint64_t done = 0;
     while (done < bytes) {
-      const ssize_t n = ::pread(fd_, to + done, bytes - done,
-                                static_cast<off_t>(begin - base_ + done));
+      const ssize_t n = ::pread(fd_, to + done, bytes - done, static_cast<off_t>(at - base + done));
       if (n > 0) {
         done += static_cast<uint64_t>(n);
       } else if (n < 0 && errno == EINTR) {

@@ -580,6 +580,37 @@ void Linear::Forward(const float* x, int64_t rows, float* y, bool accumulate) co
   }
 }
 
+namespace {
+
+// Bytes from the start of `packed` (the whole [in, out] weights in oneDNN's blocked layout) to
+// column `first`, where a matmul over columns [first, first + n) that wants the layout `block` can
+// read the packed copy as it is: the same blocking (slabs of whole columns, the same strides, the
+// same padded input) and `first` the start of a slab. -1 where it cannot.
+int64_t ColumnBlockOffset(const memory::desc& packed, const memory::desc& block, int64_t first) {
+  const dnnl_memory_desc_t &p = packed.data, &b = block.data;
+  if (p.ndims != 2 || b.ndims != 2 || p.format_kind != dnnl_blocked ||
+      b.format_kind != dnnl_blocked || p.data_type != b.data_type ||
+      p.padded_dims[0] != b.padded_dims[0] || p.offset0 != 0 || b.offset0 != 0 ||
+      p.extra.flags != 0 || b.extra.flags != 0) {
+    return -1;
+  }
+  const dnnl_blocking_desc_t &pb = p.format_desc.blocking, &bb = b.format_desc.blocking;
+  if (pb.inner_nblks != bb.inner_nblks || pb.strides[0] != bb.strides[0] ||
+      pb.strides[1] != bb.strides[1]) {
+    return -1;
+  }
+  int64_t slab_cols = 1;
+  for (int i = 0; i < pb.inner_nblks; ++i) {
+    if (pb.inner_blks[i] != bb.inner_blks[i] || pb.inner_idxs[i] != bb.inner_idxs[i]) return -1;
+    if (pb.inner_idxs[i] == 1) slab_cols *= pb.inner_blks[i];
+  }
+  if (first % slab_cols != 0) return -1;
+  return first / slab_cols * pb.strides[1] * static_cast<int64_t>(memory::data_type_size(
+                                                  static_cast<dt>(p.data_type)));
+}
+
+}  // namespace
+
 const Linear::Primitive* Linear::GetBlockPrimitive(int64_t rows, bool last) const {
   std::atomic<Primitive*>& slot = block_primitives_[Slot(rows, last)];
   const Primitive* p = slot.load(std::memory_order_acquire);
@@ -592,21 +623,24 @@ const Linear::Primitive* Linear::GetBlockPrimitive(int64_t rows, bool last) cons
   const int64_t cols = last ? out_ - (blocks - 1) * kColumnBlock : kColumnBlock;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // as GetPrimitive
-  const memory::desc src = RowMajor(rows, in_), bias({1, cols}, dt::f32, tag::ab),
-                     dst = RowMajor(rows, cols), any({in_, cols}, dt::f32, tag::any);
+  // int8 adds its bias in its epilogue (bias_mem_ is empty then).
+  const MatmulTypes types = TypesOf(compute_);
+  const memory::desc src = RowMajor(rows, in_, types.src), bias({1, cols}, dt::f32, tag::ab),
+                     dst = RowMajor(rows, cols, types.dst),
+                     any({in_, cols}, types.weights, tag::any);
   auto desc =
       bias_mem_ ? dnnl::matmul::desc(src, any, bias, dst) : dnnl::matmul::desc(src, any, dst);
   const dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
   auto made = std::make_unique<Primitive>();
   made->weights = nullptr;
   made->scratchpad_bytes = 0;
-  // The block must read the packed copy as it is: 64-column slabs of the same stride, from the
-  // block's first slab on (a block of 1024 columns starts on a slab).
+  // The block must read the packed copy as it is, from the block's first slab on (a block of
+  // 1024 columns starts on a slab).
   const memory::desc chosen = pd.weights_desc();
   // Each block's weights are one memory object, made with the first primitive that reads it;
   // a later row count must expect the very same layout.
   const int64_t b0 = last ? blocks - 1 : 0;
-  const bool usable = gemv::SlabStride(chosen, in_) == slab_stride_ &&
+  const bool usable = ColumnBlockOffset(packed_desc_, chosen, b0 * kColumnBlock) >= 0 &&
                       (block_weights_.empty() || !block_weights_[b0] ||
                        block_weights_[b0].get_desc() == chosen);
   if (usable) {
@@ -614,13 +648,13 @@ const Linear::Primitive* Linear::GetBlockPrimitive(int64_t rows, bool last) cons
       block_weights_.resize(blocks);
       block_bias_.resize(blocks);
     }
-    auto* packed = static_cast<float*>(packed_weight_mem_.get_data_handle());
+    auto* packed = static_cast<char*>(packed_weight_mem_.get_data_handle());
     auto* bias_data = bias_mem_ ? static_cast<float*>(bias_mem_.get_data_handle()) : nullptr;
     for (int64_t b = b0; b < (last ? blocks : blocks - 1); ++b) {
       if (block_weights_[b]) continue;
       const int64_t first = b * kColumnBlock;
-      block_weights_[b] =
-          memory(chosen, CpuEngine(), packed + first / gemv::kSlabCols * slab_stride_);
+      block_weights_[b] = memory(chosen, CpuEngine(),
+                                 packed + ColumnBlockOffset(packed_desc_, chosen, first));
       if (bias_data != nullptr) block_bias_[b] = memory(bias, CpuEngine(), bias_data + first);
     }
     made->matmul = dnnl::matmul(pd);
@@ -631,11 +665,31 @@ const Linear::Primitive* Linear::GetBlockPrimitive(int64_t rows, bool last) cons
   return p->matmul ? p : nullptr;
 }
 
+void Linear::RunBlockMatmul(const Primitive& p, int64_t b, const void* src, int64_t rows,
+                            void* dst) const {
+  ThreadMemories& memories = ThreadMemories::Get();
+  const MatmulTypes types = TypesOf(compute_);
+  const int64_t cols = std::min(kColumnBlock, out_ - b * kColumnBlock);
+  dnnl_exec_arg_t args[5];
+  int count = 0;
+  args[count++] = {DNNL_ARG_SRC, memories.Activation(rows, in_, types.src, 0, src)};
+  args[count++] = {DNNL_ARG_WEIGHTS, block_weights_[b].get()};
+  args[count++] = {DNNL_ARG_DST, memories.Activation(rows, cols, types.dst, 1, dst)};
+  if (bias_mem_) args[count++] = {DNNL_ARG_BIAS, block_bias_[b].get()};
+  if (p.scratchpad_bytes > 0) {
+    args[count++] = {DNNL_ARG_SCRATCHPAD, memories.Scratchpad(p.scratchpad_bytes)};
+  }
+  dnnl::stream& stream = ThreadStream();
+  const dnnl_status_t status = dnnl_primitive_execute(p.matmul.get(), stream.get(), count, args);
+  if (status != dnnl_success) throw dnnl::error(status, "Linear: block matmul failed");
+  stream.wait();
+}
+
 bool Linear::ForwardPieceInBlocks(const float* x, int64_t rows, int64_t first_row,
                                   BlockDone done) const {
+  if (IsInt8(compute_)) return ForwardInt8PieceInBlocks(x, rows, first_row, done);
   const int64_t blocks = (out_ + kColumnBlock - 1) / kColumnBlock;
-  ThreadMemories& memories = ThreadMemories::Get();
-  float* out = memories.BlockOutput(rows * kColumnBlock);
+  float* out = ThreadMemories::Get().BlockOutput(rows * kColumnBlock);
   // Few rows: ops/gemv.h's kernel over each block of the packed weights (itself a packed matrix
   // of that width).
   if (rows <= gemv::RowLimit() && GemvChunk(false) > 0) {
@@ -651,22 +705,39 @@ bool Linear::ForwardPieceInBlocks(const float* x, int64_t rows, int64_t first_ro
   const Primitive* full = GetBlockPrimitive(rows, false);
   const Primitive* last = GetBlockPrimitive(rows, true);
   if (full == nullptr || last == nullptr) return false;
-  dnnl::stream& stream = ThreadStream();
   for (int64_t b = 0; b < blocks; ++b) {
-    const Primitive& p = b + 1 < blocks ? *full : *last;
     const int64_t first = b * kColumnBlock, cols = std::min(kColumnBlock, out_ - first);
-    dnnl_exec_arg_t args[5];
-    int count = 0;
-    args[count++] = {DNNL_ARG_SRC, memories.Activation(rows, in_, dt::f32, 0, x)};
-    args[count++] = {DNNL_ARG_WEIGHTS, block_weights_[b].get()};
-    args[count++] = {DNNL_ARG_DST, memories.Activation(rows, cols, dt::f32, 1, out)};
-    if (bias_mem_) args[count++] = {DNNL_ARG_BIAS, block_bias_[b].get()};
-    if (p.scratchpad_bytes > 0) {
-      args[count++] = {DNNL_ARG_SCRATCHPAD, memories.Scratchpad(p.scratchpad_bytes)};
-    }
-    const dnnl_status_t status = dnnl_primitive_execute(p.matmul.get(), stream.get(), count, args);
-    if (status != dnnl_success) throw dnnl::error(status, "Linear: block matmul failed");
-    stream.wait();
+    RunBlockMatmul(b + 1 < blocks ? *full : *last, b, x, rows, out);
+    done(first_row, rows, first, cols, out, cols);
+  }
+  return true;
+}
+
+bool Linear::ForwardInt8PieceInBlocks(const float* x, int64_t rows, int64_t first_row,
+                                      BlockDone done) const {
+  const bool residual = compute_ == ComputeType::kInt8;
+  const int64_t matmul_rows = residual ? 2 * rows : rows;
+  // Few rows: the whole product fits in cache anyway, and one matmul costs less than 15 calls.
+  if (rows < kInt8BlockMinRows) return false;
+  const Primitive* full = GetBlockPrimitive(matmul_rows, false);
+  const Primitive* last = GetBlockPrimitive(matmul_rows, true);
+  if (full == nullptr || last == nullptr) return false;
+  ThreadMemories& memories = ThreadMemories::Get();
+  uint8_t* quantized = memories.U8Input(matmul_rows * in_);
+  float* row_scales = memories.RowScales(rows);
+  int32_t* zero_points = memories.ZeroPoints(rows);
+  quant::QuantizeActivationRows(x, rows, in_, quantized, row_scales, zero_points, residual);
+  int32_t* acc = memories.Accumulators(matmul_rows * kColumnBlock);
+  // The epilogue converts each block's s32 sums into floats in place (row r of the block over
+  // row r of its sums; the residual codes' rows come after them).
+  float* out = reinterpret_cast<float*>(acc);
+  const int64_t blocks = (out_ + kColumnBlock - 1) / kColumnBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t first = b * kColumnBlock, cols = std::min(kColumnBlock, out_ - first);
+    RunBlockMatmul(b + 1 < blocks ? *full : *last, b, quantized, matmul_rows, acc);
+    quant::Dequantize(acc, rows, cols, col_sums_.data() + first, zero_points, row_scales,
+                      scales_.data() + first, bias_ != nullptr ? bias_ + first : nullptr,
+                      /*accumulate=*/false, out, residual ? acc + rows * cols : nullptr);
     done(first_row, rows, first, cols, out, cols);
   }
   return true;
@@ -674,9 +745,10 @@ bool Linear::ForwardPieceInBlocks(const float* x, int64_t rows, int64_t first_ro
 
 void Linear::ForwardInColumnBlocks(const float* x, int64_t rows, float* y, BlockDone done) const {
   if (rows <= 0) return;
-  const bool blocked = compute_ == ComputeType::kFloat32 && packed() && slab_stride_ != 0 &&
-                       activation_ == Activation::kNone && out_ > kColumnBlock &&
-                       omp_get_max_threads() == 1;
+  const bool blocked =
+      ((compute_ == ComputeType::kFloat32 && slab_stride_ != 0) || IsInt8(compute_)) &&
+      packed() && activation_ == Activation::kNone && out_ > kColumnBlock &&
+      omp_get_max_threads() == 1;
   const int64_t pieces = (rows + piece_rows_ - 1) / piece_rows_;
   const int64_t base = rows / pieces, extra = rows % pieces;
   int64_t first_row = 0;

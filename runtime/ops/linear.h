@@ -148,11 +148,15 @@ class Linear {
   // matmul over that block of the packed weights, into a per-thread buffer of
   // rows x kColumnBlock (oneDNN 2.6's brgemm takes no strided output; with one it picks gemm:jit
   // and the plain weights); pieces of up to gemv::RowLimit() rows run ops/gemv.h's kernel on each
-  // block. This applies to float32 with the packed layout, no activation and one OpenMP thread;
-  // otherwise Forward writes the whole product into y and the blocks are views of y. So y [rows,
+  // block. The int8 compute types quantize the piece's input once, then run each block's s32
+  // matmul and their epilogue into that buffer (pieces of at least kInt8BlockMinRows rows; their
+  // s32 sums would otherwise go to memory and be read back twice). This applies to float32 and
+  // int8 with the packed layout, no activation and one OpenMP thread; otherwise (bfloat16, or
+  // fewer int8 rows) Forward writes the whole product into y and the blocks are views of y. So y [rows,
   // out] is working space: what done does not copy out of a block may or may not be there
   // afterwards. The blocks hold Forward's bits (ops_test checks).
   static constexpr int64_t kColumnBlock = 1024;
+  static constexpr int64_t kInt8BlockMinRows = 16;
   using BlockDone = absl::FunctionRef<void(int64_t first_row, int64_t rows, int64_t first_col,
                                            int64_t cols, const float* block, int64_t stride)>;
   void ForwardInColumnBlocks(const float* x, int64_t rows, float* y, BlockDone done) const;
@@ -224,9 +228,18 @@ class Linear {
   // The matmul of one column block for `rows` rows (the last block when `last`), writing y with
   // row stride out_; null when oneDNN wants another weight layout for it than the packed one.
   const Primitive* GetBlockPrimitive(int64_t rows, bool last) const;
+  // Runs block b's matmul (p: GetBlockPrimitive's for `rows` matmul rows) from src into dst
+  // [rows, that block's columns].
+  void RunBlockMatmul(const Primitive& p, int64_t b, const void* src, int64_t rows,
+                      void* dst) const;
   // One piece of ForwardInColumnBlocks in blocks; false (nothing done) when a block's primitive
   // is unavailable.
   bool ForwardPieceInBlocks(const float* x, int64_t rows, int64_t first_row, BlockDone done) const;
+  // The int8 compute types' ForwardPieceInBlocks: the input quantized once, then per block the s32
+  // matmul and the epilogue, into a per-thread block of rows x kColumnBlock; false (nothing done)
+  // below kInt8BlockMinRows rows or when a block's primitive is unavailable.
+  bool ForwardInt8PieceInBlocks(const float* x, int64_t rows, int64_t first_row,
+                                BlockDone done) const;
 
   int64_t in_;
   int64_t out_;

@@ -6,10 +6,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -235,10 +237,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ForwardInColumnBlocks: the same bits as Forward, every block of every piece handed out once,
 // in order; on shapes of the output projections (vocabularies of 15,315 and
-// 58,101 with and without bias, a row count split into pieces) and on one too narrow to block.
+// 58,101 with and without bias, a row count split into pieces) and on one too narrow to block;
+// float32, int8 and int8_fast. The int8 types' pieces of kInt8BlockMinRows rows or more hand out
+// blocks of their own buffer (their s32 sums never fill y), fewer rows views of y.
 struct ColumnBlocksCase {
   int64_t in, out;
   bool bias;
+  ComputeType compute = ComputeType::kFloat32;
 };
 
 class ColumnBlocksTest : public ::testing::TestWithParam<ColumnBlocksCase> {};
@@ -247,8 +252,21 @@ TEST_P(ColumnBlocksTest, EqualsForwardAndReportsEveryBlock) {
   const ColumnBlocksCase c = GetParam();
   std::mt19937 rng(13);
   const auto w = Random(c.out * c.in, rng, 0.05f), b = Random(c.out, rng);
-  Linear linear(w.data(), c.bias ? b.data() : nullptr, c.in, c.out);
+  std::unique_ptr<Linear> made;
+  try {
+    made = std::make_unique<Linear>(LinearWeights{w.data()}, c.bias ? b.data() : nullptr, c.in,
+                                    c.out, Activation::kNone, c.compute);
+  } catch (const dnnl::error& e) {
+    GTEST_SKIP() << ComputeTypeName(c.compute) << " has no kernel on this CPU: " << e.what();
+  }
+  const Linear& linear = *made;
   const int64_t blocks = (c.out + Linear::kColumnBlock - 1) / Linear::kColumnBlock;
+  const bool int8 = c.compute != ComputeType::kFloat32;
+  // Blocks apply with one OpenMP thread (ctest's environment), where oneDNN packs s8 weights
+  // in slabs of whole columns (AVX-512 VNNI).
+  const char* omp_threads = std::getenv("OMP_NUM_THREADS");
+  const bool expect_blocks = int8 && __builtin_cpu_supports("avx512vnni") &&
+                             omp_threads != nullptr && std::string(omp_threads) == "1";
   // (rows, in a StreamingScope): the kernel's limits on each side, outside and inside a scope.
   const std::pair<int64_t, bool> calls[] = {
       {1, false},   {gemv::kMaxCachedRows, false},       {gemv::kMaxCachedRows + 1, false},
@@ -264,6 +282,12 @@ TEST_P(ColumnBlocksTest, EqualsForwardAndReportsEveryBlock) {
                                  [&](int64_t first_row, int64_t piece_rows, int64_t first_col,
                                      int64_t cols, const float* block, int64_t stride) {
                                    ++reports;
+                                   const bool in_y = block >= blocked.data() &&
+                                                     block < blocked.data() + blocked.size();
+                                   if (expect_blocks && c.out > Linear::kColumnBlock) {
+                                     EXPECT_EQ(in_y, piece_rows < Linear::kInt8BlockMinRows)
+                                         << piece_rows << " rows";
+                                   }
                                    ASSERT_EQ(first_row, next_row);
                                    ASSERT_EQ(first_col, next_col);
                                    ASSERT_EQ(cols,
@@ -280,7 +304,9 @@ TEST_P(ColumnBlocksTest, EqualsForwardAndReportsEveryBlock) {
     EXPECT_EQ(next_row, rows);
     EXPECT_EQ(std::memcmp(blocked.data(), whole.data(), rows * c.out * 4), 0) << rows << " rows";
     EXPECT_EQ(reports, pieces * blocks);
-    EXPECT_LE(pieces, (rows + Linear::kSmallPieceRows - 1) / Linear::kSmallPieceRows);
+    // Two-code int8 runs pieces of half the rows (each row is two matmul rows).
+    const int64_t piece = Linear::kSmallPieceRows / (c.compute == ComputeType::kInt8 ? 2 : 1);
+    EXPECT_LE(pieces, (rows + piece - 1) / piece);
   }
 }
 
@@ -288,7 +314,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ColumnBlocksTest,
                          ::testing::Values(ColumnBlocksCase{256, 15315, true},
                                            ColumnBlocksCase{512, 58101, false},
                                            ColumnBlocksCase{256, 3000, false},
-                                           ColumnBlocksCase{64, 700, true}));
+                                           ColumnBlocksCase{64, 700, true},
+                                           ColumnBlocksCase{256, 15315, true, ComputeType::kInt8},
+                                           ColumnBlocksCase{512, 58101, false,
+                                                            ComputeType::kInt8Fast},
+                                           ColumnBlocksCase{256, 3000, true,
+                                                            ComputeType::kInt8Fast},
+                                           ColumnBlocksCase{64, 700, true, ComputeType::kInt8}));
 
 // Packing::kDeferred: until something needs the packed copy, products of up to gemv::kMaxRows
 // rows run from the plain weights slab by slab, with the bits of an ordinary (packed) Linear, and

@@ -3,15 +3,15 @@
 
 namespace glossa {
 
-// Makes glibc's malloc keep memory the process frees for its next allocations instead of handing
-// it back to the kernel at once. A worker encodes a few sources every few steps and frees their
+// Makes glibc's malloc keep memory the process frees for its next allocations instead of handing it
+// back to the kernel at once. A worker encodes a few sources every few steps and frees their
 // cross-attention keys and values when they finish: with glibc's defaults those buffers (hundreds
 // of KB to MBs) are mapped and unmapped, or trimmed off the heap, again and again, and every page
-// of the next one faults in anew — on a virtual machine a page fault is expensive (this call
-// alone: demo batch 32 on one core +1-4% tokens/s, alternating runs; README, "Encoder buffers
-// and freed memory"). Sets the mmap threshold to 32 MB (glibc's largest dynamic value: larger
-// blocks are still mapped) and the trim threshold to 256 MB (free memory above it at the top of
-// a heap is still returned). Peak RSS grew by 3-4 MB in those runs, and RSS after a burst stays
+// of the next one faults in anew — on a virtual machine a page fault is expensive (this call alone:
+// demo batch 32 on one core +1-4% tokens/s, alternating runs; tests/bench/PEER-HISTORY.md, "Encoder
+// buffers and freed memory"). Sets the mmap threshold to 32 MB (glibc's largest dynamic value:
+// larger blocks are still mapped) and the trim threshold to 256 MB (free memory above it at the top
+// of a heap is still returned). Peak RSS grew by 3-4 MB in those runs, and RSS after a burst stays
 // nearer its peak. Does nothing when the environment already tunes malloc (GLIBC_TUNABLES naming
 // glibc.malloc, or MALLOC_*_ variables). Idempotent; the engine calls it when it is created.
 // Returns whether it tuned malloc (the same answer on every call).

@@ -667,22 +667,9 @@ const Linear::Primitive* Linear::GetBlockPrimitive(int64_t rows, bool last) cons
 
 void Linear::RunBlockMatmul(const Primitive& p, int64_t b, const void* src, int64_t rows,
                             void* dst) const {
-  ThreadMemories& memories = ThreadMemories::Get();
-  const MatmulTypes types = TypesOf(compute_);
-  const int64_t cols = std::min(kColumnBlock, out_ - b * kColumnBlock);
-  dnnl_exec_arg_t args[5];
-  int count = 0;
-  args[count++] = {DNNL_ARG_SRC, memories.Activation(rows, in_, types.src, 0, src)};
-  args[count++] = {DNNL_ARG_WEIGHTS, block_weights_[b].get()};
-  args[count++] = {DNNL_ARG_DST, memories.Activation(rows, cols, types.dst, 1, dst)};
-  if (bias_mem_) args[count++] = {DNNL_ARG_BIAS, block_bias_[b].get()};
-  if (p.scratchpad_bytes > 0) {
-    args[count++] = {DNNL_ARG_SCRATCHPAD, memories.Scratchpad(p.scratchpad_bytes)};
-  }
-  dnnl::stream& stream = ThreadStream();
-  const dnnl_status_t status = dnnl_primitive_execute(p.matmul.get(), stream.get(), count, args);
-  if (status != dnnl_success) throw dnnl::error(status, "Linear: block matmul failed");
-  stream.wait();
+  RunMatmul(p, src, rows, dst, block_weights_[b].get(),
+            bias_mem_ ? block_bias_[b].get() : nullptr,
+            std::min(kColumnBlock, out_ - b * kColumnBlock));
 }
 
 bool Linear::ForwardPieceInBlocks(const float* x, int64_t rows, int64_t first_row,
@@ -829,14 +816,19 @@ void Linear::ForwardInt8Piece(const float* x, int64_t rows, float* y, bool accum
 }
 
 void Linear::RunMatmul(const Primitive& p, const void* src, int64_t rows, void* dst) const {
+  RunMatmul(p, src, rows, dst, p.weights, bias_mem_ ? bias_mem_.get() : nullptr, out_);
+}
+
+void Linear::RunMatmul(const Primitive& p, const void* src, int64_t rows, void* dst,
+                       dnnl_memory_t weights, dnnl_memory_t bias, int64_t cols) const {
   ThreadMemories& memories = ThreadMemories::Get();
   const MatmulTypes types = TypesOf(compute_);
   dnnl_exec_arg_t args[5];
   int count = 0;
   args[count++] = {DNNL_ARG_SRC, memories.Activation(rows, in_, types.src, 0, src)};
-  args[count++] = {DNNL_ARG_WEIGHTS, p.weights};
-  args[count++] = {DNNL_ARG_DST, memories.Activation(rows, out_, types.dst, 1, dst)};
-  if (bias_mem_) args[count++] = {DNNL_ARG_BIAS, bias_mem_.get()};
+  args[count++] = {DNNL_ARG_WEIGHTS, weights};
+  args[count++] = {DNNL_ARG_DST, memories.Activation(rows, cols, types.dst, 1, dst)};
+  if (bias != nullptr) args[count++] = {DNNL_ARG_BIAS, bias};
   if (p.scratchpad_bytes > 0) {
     args[count++] = {DNNL_ARG_SCRATCHPAD, memories.Scratchpad(p.scratchpad_bytes)};
   }

@@ -225,6 +225,9 @@ class Linear {
   // gemv::MatchingChunk for these weights (found on first use), 0 where the kernel is not used.
   int64_t GemvChunk(bool accumulate) const;
   void RunMatmul(const Primitive& p, const void* src, int64_t rows, void* dst) const;
+  // The same with the given weights and bias (null: none) into dst [rows, cols].
+  void RunMatmul(const Primitive& p, const void* src, int64_t rows, void* dst,
+                 dnnl_memory_t weights, dnnl_memory_t bias, int64_t cols) const;
   // The matmul of one column block for `rows` rows (the last block when `last`), writing y with
   // row stride out_; null when oneDNN wants another weight layout for it than the packed one.
   const Primitive* GetBlockPrimitive(int64_t rows, bool last) const;

@@ -152,9 +152,9 @@ class Linear {
   // matmul and their epilogue into that buffer (pieces of at least kInt8BlockMinRows rows; their
   // s32 sums would otherwise go to memory and be read back twice). This applies to float32 and
   // int8 with the packed layout, no activation and one OpenMP thread; otherwise (bfloat16, or
-  // fewer int8 rows) Forward writes the whole product into y and the blocks are views of y. So y [rows,
-  // out] is working space: what done does not copy out of a block may or may not be there
-  // afterwards. The blocks hold Forward's bits (ops_test checks).
+  // fewer int8 rows) Forward writes the whole product into y and the blocks are views of y. So
+  // y [rows, out] is working space: what done does not copy out of a block may or may not be
+  // there afterwards. The blocks hold Forward's bits (ops_test checks).
   static constexpr int64_t kColumnBlock = 1024;
   static constexpr int64_t kInt8BlockMinRows = 16;
   using BlockDone = absl::FunctionRef<void(int64_t first_row, int64_t rows, int64_t first_col,

@@ -98,7 +98,8 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
         if (write_[offset + b] == 0)
           model_.decoder().RowLogits(scratch_, offset + b, logits + b * vocab);
       }
-      g->search.Advance(logits, stats_.data() + offset);
+      // An argmax-only summary has no normaliser: the search computes what it needs.
+      g->search.Advance(logits, summary.argmax_only ? nullptr : stats_.data() + offset);
     }
     offset += beams;
     if (g->search.done()) {
@@ -119,10 +120,6 @@ bool StepBatch::AllForced() const {
 }
 
 bool StepBatch::PrepareArgMaxOnly() {
-  if (model_.weights().lm_head_screen == nullptr ||
-      static_cast<int64_t>(rows_.size()) > ArgMaxScreen::kMaxRows) {
-    return false;
-  }
   excluded_.clear();
   excluded_offsets_.assign(1, 0);
   for (const auto& g : groups_) {

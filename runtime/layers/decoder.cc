@@ -137,7 +137,8 @@ void Decoder::Step(const std::vector<DecoderRow>& rows, DecoderScratch& s, float
   // the copy is done) come from the plain weights, slab by slab (ops/linear.h); not when the
   // screen exists and merely could not decide this step: a greedy-only process never makes
   // the packed copy.
-  const bool undecided = summary->argmax_only && weights_.lm_head_screen != nullptr &&
+  const bool undecided = summary->argmax_only && n <= ArgMaxScreen::kMaxRows &&
+                         weights_.lm_head_screen != nullptr &&
                          weights_.lm_head_screen->IfBuilt() != nullptr;
   if (!undecided) weights_.lm_head->StartPacking();
   Summarize(x, n, logits, *summary, s);
@@ -176,7 +177,8 @@ void Decoder::Summarize(const float* x, int64_t n, float* logits, const LogitsSu
         for (int64_t i = 0; i < piece_rows; ++i) {
           const int64_t r = first_row + i;
           const float* values = block + i * stride;
-          s.softmax[r].Add(ops::ComputeBlockStats(values, cols));
+          s.softmax[r].Add(summary.argmax_only ? ops::ComputeBlockArgMax(values, cols)
+                                               : ops::ComputeBlockStats(values, cols));
           if (k > 0) {
             summary.top_count[r] = ops::UpdateTopK(values, cols, static_cast<int32_t>(first_col), k,
                                                    summary.top + r * k, summary.top_count[r]);

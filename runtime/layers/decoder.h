@@ -46,7 +46,8 @@ struct LogitsSummary {
   // the model's ArgMaxScreen and few enough rows, Step may find it from the screen instead of
   // the logits. It then sets *screened and only stats[r].index and stats[r].lse.max (the
   // argmax's logit) are meaningful. Row r excludes excluded[excluded_offsets[r] ..
-  // excluded_offsets[r + 1]).
+  // excluded_offsets[r + 1]). From the logits, Step skips the normaliser: stats[r].lse.log_sum
+  // is only finite or not, as the normaliser would be (ops::ComputeBlockArgMax).
   bool argmax_only = false;
   // No row's logits are wanted (every row takes a forced token): Step runs the layers, which
   // fill the KV cache, and computes no logits nor any of the above.

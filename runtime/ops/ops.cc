@@ -297,6 +297,15 @@ GLOSSA_AVX512 BlockStats BlockStatsAvx512(const float* x, int64_t n, bool argmax
   return b;
 }
 
+GLOSSA_AVX512 bool HasNaNAvx512(const float* x, int64_t n) {
+  __mmask16 nan = 0;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(LaneMask(n - i), x + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  }
+  return nan != 0;
+}
+
 // Scores s = ((x - max) - log_sum) + offset, 16 at a time; only lanes above the current k-th
 // best go through the scalar insertion, which rechecks them against the rising threshold.
 GLOSSA_AVX512 int TopKLogProbsAvx512(const float* x, int64_t n, LogSumExp lse, float offset,
@@ -389,6 +398,26 @@ BlockStats BlockStatsOf(const float* x, int64_t n, bool argmax) {
   return BlockStatsPortable(x, n, argmax);
 }
 
+// ComputeBlockArgMax's sum_exp: a NaN in x, or an infinite max, makes SumExp's NaN (NaN - max,
+// or inf - inf); otherwise each exponential is at most 1 and the max's is 1, so it is finite.
+BlockStats BlockArgMaxOf(const float* x, int64_t n) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+#if GLOSSA_OPS_X86
+  if (UseAvx512()) {
+    const MaxAt best = ArgMaxAvx512(x, n);
+    BlockStats b;
+    b.max = best.max;
+    b.argmax = static_cast<int32_t>(best.index);
+    b.starts_nan = std::isnan(x[0]);
+    b.sum_exp = !std::isfinite(b.max) || HasNaNAvx512(x, n) ? kNaN : 1.0f;
+    return b;
+  }
+#endif
+  BlockStats b = BlockStatsPortable(x, n, /*argmax=*/true);
+  if (!std::isnan(b.sum_exp)) b.sum_exp = 1.0f;
+  return b;
+}
+
 ArgMaxLogSumExp BlockwiseLogSumExp(const float* x, int64_t n, bool argmax) {
   SoftmaxAccumulator acc;
   for (int64_t i = 0; i < n; i += kSoftmaxBlock) {
@@ -468,6 +497,8 @@ ArgMaxLogSumExp ComputeArgMaxLogSumExp(const float* x, int64_t n) {
 BlockStats ComputeBlockStats(const float* x, int64_t n) {
   return BlockStatsOf(x, n, /*argmax=*/true);
 }
+
+BlockStats ComputeBlockArgMax(const float* x, int64_t n) { return BlockArgMaxOf(x, n); }
 
 void SoftmaxAccumulator::Add(const BlockStats& b) {
   constexpr float kNegInf = -kInf;

@@ -86,6 +86,12 @@ struct BlockStats {
 };
 // x[0, n) is one block, 1 <= n <= kSoftmaxBlock.
 BlockStats ComputeBlockStats(const float* x, int64_t n);
+// For a caller that wants only the argmax (greedy search without scores): ComputeBlockStats's
+// max, argmax and starts_nan, without the exponentials. sum_exp is NaN where ComputeBlockStats's
+// is (the block has a NaN, or its max is infinite) and 1 elsewhere, so that a
+// SoftmaxAccumulator of such blocks has ComputeArgMaxLogSumExp's index and max, and a log_sum
+// that is finite exactly where that one's is (its value means nothing else).
+BlockStats ComputeBlockArgMax(const float* x, int64_t n);
 
 // A row's blocks, added in order (each kSoftmaxBlock long but the last): Result() is bit for bit
 // ComputeArgMaxLogSumExp over the whole row.

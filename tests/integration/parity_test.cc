@@ -137,6 +137,37 @@ TEST(ParityTest, GreedyWithoutScoresTakesTheSameTokens) {
   EXPECT_GE(r.identical, std::ceil(0.995 * r.total));
 }
 
+// Greedy without scores from the logits (float32 without the screen, and int8_fast, which has
+// none): each step takes the argmax without the normaliser (ops::ComputeBlockArgMax), and every
+// line must equal greedy with scores, token for token; float32's must match Hugging Face's.
+TEST(ParityTest, GreedyWithoutScoresFromTheLogitsTakesTheSameTokens) {
+  GLOSSA_REQUIRE_SHARED();
+  auto golden = testing::ReadGolden("greedy");
+  golden.resize(std::min<size_t>(golden.size(), 200));  // the suite's time: 200 lines do
+  for (const char* type : {"float32", "int8_fast"}) {
+    ModelOptions options;
+    options.compute_type = type;
+    options.argmax_screen = false;
+    auto model = Model::Load(testing::DemoModelPath(), options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    Translator translator(*model);
+    TranslateOptions opts;
+    opts.beam_size = 1;
+    opts.max_output_tokens = 256;
+    auto scored = translator.TranslateIds(Sources(golden), opts);
+    ASSERT_TRUE(scored.ok()) << scored.status();
+    opts.scores = false;
+    auto unscored = translator.TranslateIds(Sources(golden), opts);
+    ASSERT_TRUE(unscored.ok()) << unscored.status();
+    for (size_t i = 0; i < golden.size(); ++i) {
+      EXPECT_EQ((*unscored)[i][0].tokens, (*scored)[i][0].tokens) << type << " line " << i;
+    }
+    if (std::string(type) != "float32") continue;
+    const ParityReport r = Compare(**model, golden, *unscored, "greedy without scores, no screen");
+    EXPECT_GE(r.identical, std::ceil(0.995 * r.total));
+  }
+}
+
 TEST(ParityTest, Beam4MatchesHuggingFace) {
   GLOSSA_REQUIRE_SHARED();
   auto model = testing::DemoModel();

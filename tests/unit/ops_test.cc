@@ -726,6 +726,49 @@ TEST_P(RowKernelTest, BlockStatsAssembleTheRowsNormaliser) {
   }
 }
 
+// Greedy's argmax-only blocks: ComputeBlockStats's max, argmax and first-NaN flag, and a
+// normaliser that is finite exactly where ComputeBlockStats's is, block by block and over the row.
+TEST_P(RowKernelTest, BlockArgMaxKeepsTheArgMaxAndTheNormalisersFiniteness) {
+  auto rows = TestRows();
+  std::mt19937 rng(11);
+  auto row = [&](int64_t n) { return Random(n, rng, 3.0f); };
+  std::vector<float> nan_inside = row(3000);
+  nan_inside[1500] = NAN;
+  rows.push_back(nan_inside);
+  std::vector<float> nan_last = row(2100);
+  nan_last[2099] = NAN;
+  rows.push_back(nan_last);
+  std::vector<float> plus_inf = row(2500);
+  plus_inf[700] = INFINITY;
+  rows.push_back(plus_inf);
+  std::vector<float> nan_block_then_values = row(2 * ops::kSoftmaxBlock + 9);
+  std::fill(nan_block_then_values.begin(), nan_block_then_values.begin() + ops::kSoftmaxBlock, NAN);
+  rows.push_back(nan_block_then_values);
+  std::vector<float> minus_inf_then_nan(2 * ops::kSoftmaxBlock, -INFINITY);
+  minus_inf_then_nan[ops::kSoftmaxBlock + 3] = NAN;
+  rows.push_back(minus_inf_then_nan);
+  rows.push_back(std::vector<float>(1500, -INFINITY));
+  for (const auto& x : rows) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    ops::SoftmaxAccumulator full, argmax_only;
+    for (int64_t i = 0; i < n; i += ops::kSoftmaxBlock) {
+      const int64_t cols = std::min(ops::kSoftmaxBlock, n - i);
+      const ops::BlockStats a = ops::ComputeBlockStats(x.data() + i, cols);
+      const ops::BlockStats b = ops::ComputeBlockArgMax(x.data() + i, cols);
+      EXPECT_EQ(Bits(b.max), Bits(a.max)) << "n " << n << " block at " << i;
+      EXPECT_EQ(b.argmax, a.argmax) << "n " << n << " block at " << i;
+      EXPECT_EQ(b.starts_nan, a.starts_nan) << "n " << n << " block at " << i;
+      EXPECT_EQ(std::isnan(b.sum_exp), std::isnan(a.sum_exp)) << "n " << n << " block at " << i;
+      full.Add(a);
+      argmax_only.Add(b);
+    }
+    const ops::ArgMaxLogSumExp f = full.Result(), o = argmax_only.Result();
+    EXPECT_EQ(o.index, f.index) << "n " << n;
+    EXPECT_EQ(Bits(o.lse.max), Bits(f.lse.max)) << "n " << n;
+    EXPECT_EQ(std::isfinite(o.lse.log_sum), std::isfinite(f.lse.log_sum)) << "n " << n;
+  }
+}
+
 // UpdateTopK over a row in blocks of several sizes == the row's values (NaNs left out), stably
 // sorted largest first, first k.
 TEST_P(RowKernelTest, UpdateTopKInBlocksEqualsAStableSortOfTheRow) {

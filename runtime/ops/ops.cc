@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GLOSSA_OPS_X86 1
@@ -541,17 +542,43 @@ int UpdateTopK(const float* x, int64_t n, int32_t first_index, int k, ScoredId* 
   return UpdateTopKPortable(x, n, first_index, k, best, kept);
 }
 
+namespace {
+
+void AddPosition(const float* e, const float* p, int64_t dim, float scale, float* o) {
+  for (int64_t i = 0; i < dim; ++i) o[i] = e[i] * scale + p[i];
+}
+
+}  // namespace
+
 void EmbedTokens(const StoredTable& table, const float* positions, const int* ids,
                  const int* pos, int64_t rows, int64_t dim, float scale, float* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* e = table.rows + static_cast<int64_t>(ids[r]) * dim;
-    const float* p = positions + static_cast<int64_t>(pos[r]) * dim;
-    float* o = out + r * dim;
-    if (table.copy) {
-      table.copy(e, static_cast<uint64_t>(dim) * sizeof(float), o);
-      e = o;
+  auto position = [&](int64_t r) { return positions + static_cast<int64_t>(pos[r]) * dim; };
+  if (!table.copy) {
+    for (int64_t r = 0; r < rows; ++r) {
+      AddPosition(table.rows + static_cast<int64_t>(ids[r]) * dim, position(r), dim, scale,
+                  out + r * dim);
     }
-    for (int64_t i = 0; i < dim; ++i) o[i] = e[i] * scale + p[i];
+    return;
+  }
+  // Each distinct id's row is copied out once (a system call each, for ModelFile::CopyOut), into
+  // the first row that has it; the others with that id copy it from there.
+  thread_local std::vector<int64_t> order;
+  order.resize(rows);
+  for (int64_t r = 0; r < rows; ++r) order[r] = r;
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t b) { return ids[a] < ids[b] || (ids[a] == ids[b] && a < b); });
+  const uint64_t bytes = static_cast<uint64_t>(dim) * sizeof(float);
+  for (int64_t i = 0; i < rows;) {
+    const int64_t first = order[i];
+    float* raw = out + first * dim;
+    table.copy(table.rows + static_cast<int64_t>(ids[first]) * dim, bytes, raw);
+    int64_t end = i + 1;
+    for (; end < rows && ids[order[end]] == ids[first]; ++end) {
+      const int64_t r = order[end];
+      AddPosition(raw, position(r), dim, scale, out + r * dim);
+    }
+    AddPosition(raw, position(first), dim, scale, raw);  // in place, once the others are done
+    i = end;
   }
 }
 

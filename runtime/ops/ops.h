@@ -126,7 +126,7 @@ int TopKLogProbs(const float* x, int64_t n, LogSumExp lse, float offset, int k, 
 int UpdateTopK(const float* x, int64_t n, int32_t first_index, int k, ScoredId* best, int kept);
 
 // out[i, :] = table[ids[i], :] * scale + positions[pos[i], :]  (token embedding plus position);
-// each row read through table.copy where it is set.
+// where table.copy is set, each distinct id's row is read through it once per call.
 void EmbedTokens(const StoredTable& table, const float* positions, const int* ids,
                  const int* pos, int64_t rows, int64_t dim, float scale, float* out);
 

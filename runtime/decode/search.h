@@ -30,7 +30,8 @@
 // log-probabilities + beam score without writing the log-softmax row; the scores are bit for bit
 // those of log_softmax -> processors -> + beam score. Most steps do not read the rows at all:
 // the decoder summarises them as the output projection produces them (Decoder::Step's
-// LogitsSummary: normaliser, argmax, largest logits) and AdvanceFromSummary decides from that.
+// LogitsSummary: normaliser, argmax, largest logits; greedy without scores, the argmax alone)
+// and AdvanceFromSummary decides from that.
 //
 // Allocation: the constructor sizes every buffer for the worst case (beam_size hypotheses of
 // max_new_tokens tokens, beam_size + 1 finished ones), so Advance() allocates nothing; Results()

@@ -6,8 +6,8 @@
 // portable scalar ones. Their exp is Cephes' expf polynomial (within 2 ulp of the correctly
 // rounded e^x wherever the result is a normal float, exactly 0 / +inf beyond the float range,
 // NaN kept), instead of one libm call per element. The fused functions never write a row of
-// log-probabilities: greedy needs only the argmax and the normaliser, beam search only the best
-// 2·beams log-probabilities of each beam.
+// log-probabilities: greedy needs only the argmax and the normaliser (without scores, the argmax
+// alone: ComputeBlockArgMax), beam search only the best 2·beams log-probabilities of each beam.
 //
 // Results are deterministic for given inputs on a given CPU; the AVX-512 and portable kernels sum
 // in different orders, so the normalisers may differ in the last bits between the two.

@@ -4,6 +4,8 @@
 //
 //   BM_Linear/in/out/rows            glossa::Linear::Forward (pre-packed weights, rows split into
 //                                    pieces, see ops/linear.h)
+//   BM_LinearInt8/in/out/rows/fast   the same with int8 (fast 0: two u8 codes per value) or
+//                                    int8_fast (1), weights quantized at construction
 //   BM_PlainMatmul/in/out/rows       the previous scheme, for comparison: one oneDNN matmul per row
 //                                    count over the [out, in] weights used in place as an
 //                                    {in, out}:ba view, fresh memory objects and an args map per
@@ -80,6 +82,24 @@ void BM_Linear(benchmark::State& state) {
   state.counters["packed"] = linear.packed();
 }
 
+// BM_LinearInt8/in/out/rows/fast: Linear::Forward with int8 (fast 0: two u8 codes per value) or
+// int8_fast (1); counter GOP/s counts 2·rows·in·out (the two-code matmul does twice that).
+void BM_LinearInt8(benchmark::State& state) {
+  const int64_t in = state.range(0), out = state.range(1), rows = state.range(2);
+  const auto compute =
+      state.range(3) != 0 ? glossa::ComputeType::kInt8Fast : glossa::ComputeType::kInt8;
+  const auto w = Random(in * out, 1, 0.1f), b = Random(out, 2), x = Random(rows * in, 3);
+  std::vector<float> y(rows * out);
+  glossa::Linear linear(glossa::LinearWeights{w.data()}, b.data(), in, out,
+                        glossa::Activation::kNone, compute);
+  linear.Forward(x.data(), rows, y.data());
+  for (auto _ : state) {
+    linear.Forward(x.data(), rows, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, 2.0 * rows * in * out);
+}
+
 // The scheme Linear used before weights were pre-packed.
 class PlainMatmul {
  public:
@@ -148,6 +168,10 @@ void BaseShapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Linear)->Apply(LinearShapes)->ArgNames({"in", "out", "rows"});
 BENCHMARK(BM_Linear)->Name("BM_LinearBase")->Apply(BaseShapes)->ArgNames({"in", "out", "rows"});
+BENCHMARK(BM_LinearInt8)
+    ->ArgsProduct({{256}, {256, 768, 1024, 15315}, {1, 32, 128}, {0, 1}})
+    ->ArgsProduct({{1024}, {256}, {1, 32, 128}, {0, 1}})
+    ->ArgNames({"in", "out", "rows", "fast"});
 BENCHMARK(BM_PlainMatmul)->Apply(LinearShapes)->ArgNames({"in", "out", "rows"});
 
 // A decoder step of OPUS-MT base at batch 1 streams every decoder matrix and the output

@@ -3,6 +3,7 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
+#include "ops/row_cache.h"
 #include "util/status_macros.h"
 
 namespace glossa {
@@ -91,6 +92,9 @@ class Finder {
     GLOSSA_ASSIGN_OR_RETURN(s.embed_tokens.rows,
                             file_.FloatTensor(prefix + ".embed_tokens.weight", {vocab, d_}));
     s.embed_tokens.copy = CopyOut(file_);
+    s.embed_tokens.cache = std::make_shared<ops::RowCache>(
+        s.embed_tokens.rows, vocab, d_, s.embed_tokens.copy,
+        ops::RowCache::kDefaultBytes / (d_ * static_cast<int64_t>(sizeof(float))));
     GLOSSA_ASSIGN_OR_RETURN(
         s.embed_positions,
         file_.FloatTensor(prefix + ".embed_positions.weight",
@@ -191,6 +195,9 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadWeights(const ModelFile& file,
   Finder find(file, c.d_model, options.compute);
   GLOSSA_ASSIGN_OR_RETURN(w->encoder, find.Stack("encoder", c.source_vocab_size, c));
   GLOSSA_ASSIGN_OR_RETURN(w->decoder, find.Stack("decoder", c.target_vocab_size, c));
+  if (w->decoder.embed_tokens.rows == w->encoder.embed_tokens.rows) {  // one tensor, tied
+    w->decoder.embed_tokens.cache = w->encoder.embed_tokens.cache;
+  }
   if (!deferred) {
     GLOSSA_RETURN_IF_ERROR(LoadEncoderLayers(file, c, options.compute, &encoder_layers));
   }

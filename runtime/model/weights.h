@@ -43,7 +43,8 @@ struct DecoderLayerWeights {
 };
 
 struct StackWeights {
-  // [vocab, d_model], read through ModelFile::CopyOut: rows looked up do not map the file.
+  // [vocab, d_model], read through ModelFile::CopyOut (rows looked up do not map the file), each
+  // row once: an ops::RowCache of up to 16 MB keeps them (shared by both stacks when tied).
   ops::StoredTable embed_tokens;
   const float* embed_positions = nullptr;  // [max_positions + position_offset, d_model]
   LayerNormWeights embedding_norm;         // when config.layernorm_embedding

@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "ops/row_cache.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GLOSSA_OPS_X86 1
 #include <immintrin.h>
@@ -560,20 +562,29 @@ void EmbedTokens(const StoredTable& table, const float* positions, const int* id
     }
     return;
   }
+  // Rows the cache keeps come from there; the others are copied out below.
+  thread_local std::vector<int64_t> order;
+  order.clear();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* kept = table.cache != nullptr ? table.cache->Find(ids[r]) : nullptr;
+    if (kept != nullptr) {
+      AddPosition(kept, position(r), dim, scale, out + r * dim);
+    } else {
+      order.push_back(r);
+    }
+  }
   // Each distinct id's row is copied out once (a system call each, for ModelFile::CopyOut), into
   // the first row that has it; the others with that id copy it from there.
-  thread_local std::vector<int64_t> order;
-  order.resize(rows);
-  for (int64_t r = 0; r < rows; ++r) order[r] = r;
   std::sort(order.begin(), order.end(),
             [&](int64_t a, int64_t b) { return ids[a] < ids[b] || (ids[a] == ids[b] && a < b); });
   const uint64_t bytes = static_cast<uint64_t>(dim) * sizeof(float);
-  for (int64_t i = 0; i < rows;) {
+  const int64_t missing = static_cast<int64_t>(order.size());
+  for (int64_t i = 0; i < missing;) {
     const int64_t first = order[i];
     float* raw = out + first * dim;
     table.copy(table.rows + static_cast<int64_t>(ids[first]) * dim, bytes, raw);
     int64_t end = i + 1;
-    for (; end < rows && ids[order[end]] == ids[first]; ++end) {
+    for (; end < missing && ids[order[end]] == ids[first]; ++end) {
       const int64_t r = order[end];
       AddPosition(raw, position(r), dim, scale, out + r * dim);
     }

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 namespace glossa::ops {
 
@@ -24,10 +25,14 @@ namespace glossa::ops {
 // the file instead of its mapping, so that the pages stay out of this process's memory.
 using StoredCopy = std::function<void(const void* from, uint64_t bytes, void* to)>;
 
-// A [rows, dim] float table and how its rows are read.
+class RowCache;  // ops/row_cache.h
+
+// A [rows, dim] float table and how its rows are read: in place (no copy), or through copy, from
+// cache where there is one.
 struct StoredTable {
   const float* rows = nullptr;
   StoredCopy copy;
+  std::shared_ptr<RowCache> cache;  // optional, with copy: the rows it keeps
 };
 
 // x[rows, dim] = (x - mean) / sqrt(var + eps) * gamma + beta, per row (biased variance). The

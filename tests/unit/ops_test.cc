@@ -20,6 +20,7 @@
 #include "ops/gemv.h"
 #include "ops/linear.h"
 #include "ops/ops.h"
+#include "ops/row_cache.h"
 
 namespace glossa {
 namespace {
@@ -866,8 +867,8 @@ TEST(OpsTest, EmbedTokensScalesAndAddsPositions) {
   const std::vector<int> ids = {2, 0, 2}, positions = {1, 0, 0};
   const std::vector<float> expected = {40, 52, 12, 24, 20, 32};
   std::vector<float> out(6);
-  ops::EmbedTokens({table.data(), {}}, pos.data(), ids.data(), positions.data(), 3, 2, 2.0f,
-                   out.data());
+  ops::EmbedTokens({table.data(), {}, nullptr}, pos.data(), ids.data(), positions.data(), 3, 2,
+                   2.0f, out.data());
   EXPECT_EQ(out, expected);
   // Through a copy (as a model file reads rows it leaves unmapped): the same values, and one
   // copy of one whole row per distinct token, from that row.
@@ -878,11 +879,78 @@ TEST(OpsTest, EmbedTokensScalesAndAddsPositions) {
     std::memcpy(to, from, bytes);
   };
   std::fill(out.begin(), out.end(), 0.0f);
-  ops::EmbedTokens({table.data(), copy}, pos.data(), ids.data(), positions.data(), 3, 2, 2.0f,
-                   out.data());
+  ops::EmbedTokens({table.data(), copy, nullptr}, pos.data(), ids.data(), positions.data(), 3, 2,
+                   2.0f, out.data());
   EXPECT_EQ(out, expected);
   std::sort(copied_from.begin(), copied_from.end());
   EXPECT_EQ(copied_from, (std::vector<const void*>{table.data(), table.data() + 4}));
+  // Through a RowCache (as the model reads them): the same values; each row is copied out on
+  // its first use only, and once the cache is full, rows it lacks are copied each time.
+  for (const int64_t max_rows : {3, 1}) {
+    copied_from.clear();
+    const ops::StoredTable cached{table.data(), copy,
+                                  std::make_shared<ops::RowCache>(table.data(), 3, 2, copy,
+                                                                  max_rows)};
+    for (int call = 0; call < 2; ++call) {
+      std::fill(out.begin(), out.end(), 0.0f);
+      ops::EmbedTokens(cached, pos.data(), ids.data(), positions.data(), 3, 2, 2.0f, out.data());
+      EXPECT_EQ(out, expected) << "max_rows " << max_rows << ", call " << call;
+    }
+    EXPECT_EQ(cached.cache->rows_kept(), max_rows == 3 ? 2 : 1);
+    // max_rows 3: token 2, then 0, once each. 1: token 2 is kept, 0 never is: copied out on
+    // each call.
+    const std::vector<const void*> expected_copies =
+        max_rows == 3 ? std::vector<const void*>{table.data() + 4, table.data()}
+                      : std::vector<const void*>{table.data() + 4, table.data(), table.data()};
+    EXPECT_EQ(copied_from, expected_copies) << "max_rows " << max_rows;
+  }
+}
+
+TEST(RowCacheTest, ThreadsShareEachRowCopiedOnce) {
+  constexpr int64_t kRows = 64, kDim = 8;
+  std::vector<float> table(kRows * kDim);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i);
+  std::atomic<int> copies{0};
+  ops::RowCache cache(table.data(), kRows, kDim,
+                      [&](const void* from, uint64_t bytes, void* to) {
+                        copies.fetch_add(1);
+                        std::memcpy(to, from, bytes);
+                      },
+                      48);
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0}, missing{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 50; ++round) {
+        for (int64_t i = 0; i < kRows; ++i) {
+          const int64_t id = (i * 7 + t + round) % kRows;
+          const float* row = cache.Find(id);
+          if (row == nullptr) {
+            missing.fetch_add(1);
+            continue;
+          }
+          for (int64_t c = 0; c < kDim; ++c) {
+            if (row[c] != table[id * kDim + c]) wrong.fetch_add(1);
+          }
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(cache.rows_kept(), 48);
+  EXPECT_EQ(copies.load(), 48);  // each kept row copied once, whatever the threads' order
+  EXPECT_GT(missing.load(), 0);  // the 16 rows past the budget are never kept
+  int found = 0;
+  for (int64_t id = 0; id < kRows; ++id) {
+    const float* row = cache.Find(id);
+    if (row == nullptr) continue;
+    ++found;
+    EXPECT_EQ(cache.Find(id), row);
+    EXPECT_EQ(row[0], table[id * kDim]);
+  }
+  EXPECT_EQ(found, 48);
+  EXPECT_EQ(copies.load(), 48);  // nothing copied again
 }
 
 TEST(AttentionTest, MatchesNaiveReference) {

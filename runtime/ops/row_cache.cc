@@ -9,8 +9,8 @@ RowCache::RowCache(const float* table, int64_t count, int64_t dim, StoredCopy co
                    int64_t max_rows)
     : table_(table),
       dim_(dim),
-      max_rows_(std::clamp<int64_t>(max_rows, 0, std::min<int64_t>(
-                                                    count, std::numeric_limits<int32_t>::max()))),
+      max_rows_(std::clamp<int64_t>(max_rows, 0,
+                                    std::min<int64_t>(count, std::numeric_limits<int32_t>::max()))),
       copy_(std::move(copy)),
       slot_(new std::atomic<int32_t>[static_cast<size_t>(count)]),
       // Default-initialised: the pages stay untouched until rows are copied in.

@@ -1,9 +1,10 @@
 // Rows of a large table that stays in the model file (an embedding: NLLB's is 1 GB), each copied
-// out on its first use and kept. Copying a row out of the file is a system call (ModelFile::CopyOut,
-// ~1 µs); a text uses a few thousand distinct tokens, so after the first sentences almost every
-// row comes from here, and the process holds only the rows in use, never the whole table.
-// At most max_rows rows are kept (the engine gives 16 MB per table); rows past that are read from
-// the file each time (Find answers nullptr). Thread-safe: workers share one cache per table.
+// out on its first use and kept. Copying a row out of the file is a system call
+// (ModelFile::CopyOut, ~1 µs); a text uses a few thousand distinct tokens, so after the first
+// sentences almost every row comes from here, and the process holds only the rows in use, never the
+// whole table. At most max_rows rows are kept (the engine gives 16 MB per table); rows past that
+// are read from the file each time (Find answers nullptr). Thread-safe: workers share one cache per
+// table.
 #ifndef GLOSSA_RUNTIME_OPS_ROW_CACHE_H_
 #define GLOSSA_RUNTIME_OPS_ROW_CACHE_H_
 

@@ -37,6 +37,10 @@ std::string CpuModel();
 // core's vector units and its clock at the time (which moves on a shared host). The GEMM
 // roofline shares of glossa-bench and peer_compare.py divide by it. 0 without AVX2+FMA.
 double MeasureFmaPeak(double seconds = 0.3);
+// The same for int8: u8·s8 products (2 operations each) per second in chains of AVX512-VNNI
+// vpdpbusd, the ceiling of the int8 matmuls (4 × the FMA peak where both run at full width). 0
+// without AVX512-VNNI.
+double MeasureVnniPeak(double seconds = 0.3);
 
 // How fast this process reads memory now, from a fresh `mib` MiB anonymous mapping (well past
 // the last-level cache): `read_gbps`, one core reading it in order (the hardware prefetchers'

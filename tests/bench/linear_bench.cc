@@ -32,14 +32,12 @@
 //                                    as the model read them before the twenty-fourth session;
 //                                    2: through an ops::RowCache of every row, as the model reads
 //                                    them now, warm after the first iterations); counter rows/s.
-//   BM_PeakRate/int8                 the core's peak: 16 independent chains of vfmadd (0, GFLOP/s)
-//                                    or vpdpbusd (1, GOP/s: 2 per u8·s8 product), on zmm; the
-//                                    ceiling for BM_Linear (0) and BM_LinearInt8 (1).
+//   BM_PeakRate/int8                 the core's peak (bench_util's MeasureFmaPeak, 0, GFLOP/s, or
+//                                    MeasureVnniPeak, 1, GOP/s: 2 per u8·s8 product), 0.2 s each
+//                                    iteration: the ceiling for BM_Linear (0), BM_LinearInt8 (1).
 // Counters: GFLOP/s of the matmul, or of the 4·keys·d_model FLOP of attention.
 // No figure is checked: this is a tool for comparing changes on one machine.
 #include <benchmark/benchmark.h>
-
-#include <immintrin.h>
 
 #include <cmath>
 #include <cstdint>
@@ -52,6 +50,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench_util.h"
 #include "layers/attention.h"
 #include "model/model_file.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -108,39 +107,17 @@ void BM_LinearInt8(benchmark::State& state) {
   SetCounters(state, 2.0 * rows * in * out);
 }
 
-// 16 independent chains of one zmm instruction, `steps` times: 4·16 (FMA) or 64 (VNNI) lanes.
-__attribute__((target("avx512f"))) void FmaChains(int64_t steps) {
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(1.0f + 1e-7f * static_cast<float>(i));
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (int64_t s = 0; s < steps; ++s) {
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  }
-  for (int i = 0; i < 16; ++i) benchmark::DoNotOptimize(acc[i]);
-}
-
-__attribute__((target("avx512f,avx512vnni"))) void VnniChains(int64_t steps) {
-  __m512i acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_epi32(i);
-  const __m512i a = _mm512_set1_epi32(0x01020304), b = _mm512_set1_epi32(0x01010101);
-  for (int64_t s = 0; s < steps; ++s) {
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
-  }
-  for (int i = 0; i < 16; ++i) benchmark::DoNotOptimize(acc[i]);
-}
-
+// The core's peaks, measured by bench_util (as glossa-peer-run measures the FMA peak).
 void BM_PeakRate(benchmark::State& state) {
   const bool int8 = state.range(0) != 0;
-  if (!__builtin_cpu_supports("avx512f") ||
-      (int8 && !__builtin_cpu_supports("avx512vnni"))) {
-    state.SkipWithError("no AVX-512F / AVX512-VNNI on this CPU");
-    return;
+  double rate = 0.0;
+  for (auto _ : state) {
+    rate = int8 ? glossa::bench::MeasureVnniPeak(0.2) : glossa::bench::MeasureFmaPeak(0.2);
   }
-  constexpr int64_t kSteps = 4096;
-  for (auto _ : state) int8 ? VnniChains(kSteps) : FmaChains(kSteps);
-  SetCounters(state, 2.0 * (int8 ? 64 : 16) * 16 * kSteps);
+  if (rate == 0.0) return state.SkipWithError("no AVX-512F / AVX512-VNNI on this CPU");
+  state.counters["GFLOP/s"] = rate * 1e-9;
 }
-BENCHMARK(BM_PeakRate)->Arg(0)->Arg(1)->ArgName("int8");
+BENCHMARK(BM_PeakRate)->Arg(0)->Arg(1)->ArgName("int8")->Iterations(3);
 
 // The scheme Linear used before weights were pre-packed.
 class PlainMatmul {

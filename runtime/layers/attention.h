@@ -16,8 +16,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "ops/ops.h"
+#include "ops/quantize.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GLOSSA_ATTENTION_X86 1
@@ -93,6 +96,14 @@ inline bool HasAvx512() {
 
 using avx512::LaneMask;
 
+// 16 floats of a key or value row: float32, or half precision (quant::FloatToHalf) widened.
+__attribute__((target("avx512f"))) inline __m512 Load16(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+__attribute__((target("avx512f"))) inline __m512 Load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 // Columns [c, c + 16 * kVectors) of the dot products; masks[j] covers vector j of the pass.
 template <int kVectors>
 __attribute__((target("avx512f"))) inline void DotPassAvx512(const float* q,
@@ -167,23 +178,23 @@ __attribute__((target("avx512f"))) inline void AddWeightedRowsAvx512(const float
 
 // NH heads of 64 at once: scores[h * s_stride + t] = q[h * 64, +64) · rows[t][h * 64, +64) for
 // h < NH, each computed exactly as DotPassAvx512<4> computes it (same bits); one key row's
-// 256·NH floats are read in one go, and the heads' horizontal sums overlap.
-template <int NH>
-__attribute__((target("avx512f"))) inline void DotHeadsAvx512(const float* q,
-                                                              const float* const* rows, int n,
-                                                              float* scores, int s_stride) {
+// 256·NH floats are read in one go, and the heads' horizontal sums overlap. Rows of half
+// precision give the bits of float rows holding their widened values.
+template <int NH, typename T>
+__attribute__((target("avx512f"))) inline void DotHeadsAvx512(const float* q, const T* const* rows,
+                                                              int n, float* scores, int s_stride) {
   __m512 qv[NH][4];
   for (int h = 0; h < NH; ++h) {
     for (int j = 0; j < 4; ++j) qv[h][j] = _mm512_loadu_ps(q + h * 64 + j * 16);
   }
   for (int t = 0; t < n; ++t) {
-    const float* k = rows[t];
+    const T* k = rows[t];
     for (int h = 0; h < NH; ++h) {
-      const float* kh = k + h * 64;
-      __m512 a0 = _mm512_mul_ps(qv[h][0], _mm512_loadu_ps(kh));
-      __m512 a1 = _mm512_mul_ps(qv[h][1], _mm512_loadu_ps(kh + 16));
-      a0 = _mm512_fmadd_ps(qv[h][2], _mm512_loadu_ps(kh + 32), a0);
-      a1 = _mm512_fmadd_ps(qv[h][3], _mm512_loadu_ps(kh + 48), a1);
+      const T* kh = k + h * 64;
+      __m512 a0 = _mm512_mul_ps(qv[h][0], Load16(kh));
+      __m512 a1 = _mm512_mul_ps(qv[h][1], Load16(kh + 16));
+      a0 = _mm512_fmadd_ps(qv[h][2], Load16(kh + 32), a0);
+      a1 = _mm512_fmadd_ps(qv[h][3], Load16(kh + 48), a1);
       scores[h * s_stride + t] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
     }
   }
@@ -192,22 +203,22 @@ __attribute__((target("avx512f"))) inline void DotHeadsAvx512(const float* q,
 // NH heads of 64 at once: out[h * 64 + i] += Σ_t p[h * p_stride + t] · rows[t][h * 64 + i] for
 // h < NH. Each output is the same FMA chain over t as AddWeightedRowsAvx512's, so the same bits;
 // the 4·NH chains run side by side (one head's 4 chains wait on the FMA latency) and each value
-// row's 256·NH floats are read in one go.
-template <int NH>
+// row's 256·NH floats are read in one go. Rows as DotHeadsAvx512's.
+template <int NH, typename T>
 __attribute__((target("avx512f"))) inline void AddWeightedHeadsAvx512(const float* p,
                                                                       int p_stride,
-                                                                      const float* const* rows,
+                                                                      const T* const* rows,
                                                                       int n, float* out) {
   __m512 acc[NH][4];
   for (int h = 0; h < NH; ++h) {
     for (int j = 0; j < 4; ++j) acc[h][j] = _mm512_loadu_ps(out + h * 64 + j * 16);
   }
   for (int t = 0; t < n; ++t) {
-    const float* v = rows[t];
+    const T* v = rows[t];
     for (int h = 0; h < NH; ++h) {
       const __m512 w = _mm512_set1_ps(p[h * p_stride + t]);
       for (int j = 0; j < 4; ++j) {
-        acc[h][j] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + h * 64 + j * 16), acc[h][j]);
+        acc[h][j] = _mm512_fmadd_ps(w, Load16(v + h * 64 + j * 16), acc[h][j]);
       }
     }
   }
@@ -236,10 +247,14 @@ inline void AddWeightedRows(const float* p, const float* const* rows, int n, int
   AddWeightedRowsPortable(p, rows, n, dim, out);
 }
 
+// The element type of the rows an accessor returns: float, or uint16_t (half precision).
+template <typename Row>
+using RowElement = std::remove_const_t<std::remove_pointer_t<decltype(std::declval<Row>()(0))>>;
+
 // f(rows, t0, n) for the keys [t0, t0 + n) in chunks of kChunkRows, rows[j] = row(t0 + j) + off.
 template <typename Row, typename F>
 void ForKeyChunks(int num_keys, Row row, int64_t off, F f) {
-  const float* rows[kChunkRows];
+  const RowElement<Row>* rows[kChunkRows];
   for (int t0 = 0; t0 < num_keys; t0 += kChunkRows) {
     const int n = std::min(kChunkRows, num_keys - t0);
     for (int j = 0; j < n; ++j) rows[j] = row(t0 + j) + off;
@@ -277,8 +292,7 @@ void HeadProbabilities(const float* q, int heads, int head_dim, int num_keys, Ke
     for (int h0 = 0; h0 < heads; h0 += 4) {
       float* p = scores + static_cast<int64_t>(h0) * num_keys;
       WithHeads(heads - h0, [&](auto nh) {
-        ForKeyChunks(num_keys, key_row, int64_t{h0} * 64, [&](const float* const* rows, int t0,
-                                                              int n) {
+        ForKeyChunks(num_keys, key_row, int64_t{h0} * 64, [&](auto rows, int t0, int n) {
           DotHeadsAvx512<nh>(q + h0 * 64, rows, n, p + t0, num_keys);
         });
       });
@@ -289,13 +303,15 @@ void HeadProbabilities(const float* q, int heads, int head_dim, int num_keys, Ke
     return;
   }
 #endif
-  for (int h = 0; h < heads; ++h) {
-    const int64_t off = static_cast<int64_t>(h) * head_dim;
-    float* sh = scores + static_cast<int64_t>(h) * num_keys;
-    ForKeyChunks(num_keys, key_row, off, [&](const float* const* rows, int t0, int n) {
-      DotRows(q + off, rows, n, head_dim, sh + t0);
-    });
-    ops::Softmax(sh, num_keys);
+  if constexpr (std::is_same_v<RowElement<KeyRow>, float>) {
+    for (int h = 0; h < heads; ++h) {
+      const int64_t off = static_cast<int64_t>(h) * head_dim;
+      float* sh = scores + static_cast<int64_t>(h) * num_keys;
+      ForKeyChunks(num_keys, key_row, off, [&](const float* const* rows, int t0, int n) {
+        DotRows(q + off, rows, n, head_dim, sh + t0);
+      });
+      ops::Softmax(sh, num_keys);
+    }
   }
 }
 
@@ -309,8 +325,7 @@ void WeightedValues(const float* scores, int heads, int head_dim, int num_keys,
     for (int h0 = 0; h0 < heads; h0 += 4) {
       const float* p = scores + static_cast<int64_t>(h0) * num_keys;
       WithHeads(heads - h0, [&](auto nh) {
-        ForKeyChunks(num_keys, value_row, int64_t{h0} * 64, [&](const float* const* rows,
-                                                                int t0, int n) {
+        ForKeyChunks(num_keys, value_row, int64_t{h0} * 64, [&](auto rows, int t0, int n) {
           AddWeightedHeadsAvx512<nh>(p + t0, num_keys, rows, n, out + h0 * 64);
         });
       });
@@ -318,20 +333,36 @@ void WeightedValues(const float* scores, int heads, int head_dim, int num_keys,
     return;
   }
 #endif
-  for (int h = 0; h < heads; ++h) {
-    const int64_t off = static_cast<int64_t>(h) * head_dim;
-    const float* p = scores + static_cast<int64_t>(h) * num_keys;
-    ForKeyChunks(num_keys, value_row, off, [&](const float* const* rows, int t0, int n) {
-      AddWeightedRows(p + t0, rows, n, head_dim, out + off);
-    });
+  if constexpr (std::is_same_v<RowElement<ValueRow>, float>) {
+    for (int h = 0; h < heads; ++h) {
+      const int64_t off = static_cast<int64_t>(h) * head_dim;
+      const float* p = scores + static_cast<int64_t>(h) * num_keys;
+      ForKeyChunks(num_keys, value_row, off, [&](const float* const* rows, int t0, int n) {
+        AddWeightedRows(p + t0, rows, n, head_dim, out + off);
+      });
+    }
   }
+}
+
+// Rows [0, n) of dim half-precision values, widened into one float array.
+template <typename Row>
+std::vector<float> Widened(Row row, int n, int dim) {
+  std::vector<float> rows(static_cast<size_t>(n) * dim);
+  for (int t = 0; t < n; ++t) {
+    const auto* from = row(t);
+    float* to = rows.data() + static_cast<size_t>(t) * dim;
+    for (int i = 0; i < dim; ++i) to[i] = quant::HalfToFloat(from[i]);
+  }
+  return rows;
 }
 
 }  // namespace attention_internal
 
 // out[heads*head_dim] = Σ_t softmax_t(q·k_t) v_t, for each head.
 //   q:            [heads*head_dim], the projected query, already multiplied by head_dim^-0.5
-//   key_row(t):   pointer to key row t, [heads*head_dim]; likewise value_row(t)
+//   key_row(t):   pointer to key row t, [heads*head_dim]; likewise value_row(t). Rows may be
+//                 float32 or half precision (uint16_t, quant::FloatToHalf): the result is then
+//                 that of float rows holding the widened values, bit for bit.
 //   scores:       scratch of at least heads * num_keys floats
 // The rows come through accessors so that a beam can read its ancestors' cache rows by index.
 // Heads of 64 with AVX-512 take 4 heads per pass over the key and value rows (each row's
@@ -343,6 +374,16 @@ void AttendRow(const float* q, int heads, int head_dim, int num_keys, KeyRow key
                ValueRow value_row, float* scores, float* out) {
   if (heads <= 0 || head_dim <= 0) return;
   if (num_keys <= 0) return std::fill(out, out + static_cast<int64_t>(heads) * head_dim, 0.0f);
+  if constexpr (!std::is_same_v<attention_internal::RowElement<KeyRow>, float>) {
+    if (!attention_internal::HeadsOf64(head_dim)) {  // the kernels that widen need AVX-512
+      const int dim = heads * head_dim;
+      const std::vector<float> keys = attention_internal::Widened(key_row, num_keys, dim),
+                               values = attention_internal::Widened(value_row, num_keys, dim);
+      return AttendRow(
+          q, heads, head_dim, num_keys, [&](int t) { return keys.data() + int64_t{t} * dim; },
+          [&](int t) { return values.data() + int64_t{t} * dim; }, scores, out);
+    }
+  }
   attention_internal::HeadProbabilities(q, heads, head_dim, num_keys, key_row, scores);
   attention_internal::WeightedValues(scores, heads, head_dim, num_keys, value_row, out);
 }

@@ -7,6 +7,7 @@
 #include "layers/attention.h"
 #include "ops/gemv.h"
 #include "ops/ops.h"
+#include "ops/quantize.h"
 
 namespace glossa {
 namespace {
@@ -18,15 +19,29 @@ void Grow(std::vector<float>& v, int64_t size) {
 }  // namespace
 
 Decoder::Decoder(const ModelConfig& config, const ModelWeights& weights)
-    : config_(config), weights_(weights) {}
+    : config_(config), weights_(weights) {
+  half_cross_kv_ =
+      !weights.decoder_layers.empty() && config.decoder_heads > 0 &&
+      weights.decoder_layers[0].cross_attn.k->compute_type() == ComputeType::kInt8Fast &&
+      attention_internal::HeadsOf64(static_cast<int>(config.d_model / config.decoder_heads));
+}
 
 void Decoder::PrecomputeCrossKv(EncodedBatch& batch) const {
   const int64_t n = batch.total_rows, d = config_.d_model;
-  batch.cross_kv.reset(new float[static_cast<size_t>(config_.decoder_layers) * 2 * n * d]);
+  const int64_t size = int64_t{config_.decoder_layers} * 2 * n * d;
+  batch.cross_kv.reset(new float[static_cast<size_t>(size)]);
+  batch.cross_kv_half.reset();
   for (int l = 0; l < config_.decoder_layers; ++l) {
     const AttentionWeights& w = weights_.decoder_layers[l].cross_attn;
     w.k->Forward(batch.hidden.data(), n, batch.cross_kv.get() + (int64_t{l} * 2) * n * d);
     w.v->Forward(batch.hidden.data(), n, batch.cross_kv.get() + (int64_t{l} * 2 + 1) * n * d);
+  }
+  if (!half_cross_kv_) return;
+  batch.cross_kv_half.reset(new uint16_t[static_cast<size_t>(size)]);
+  if (quant::FloatToHalf(batch.cross_kv.get(), size, batch.cross_kv_half.get())) {
+    batch.cross_kv.reset();
+  } else {  // a value beyond half precision's range: this batch keeps float32
+    batch.cross_kv_half.reset();
   }
 }
 
@@ -65,13 +80,19 @@ void Decoder::CrossAttention(const DecoderLayerWeights& layer, int index,
   layer.cross_attn.q->Forward(in, n, s.q.data());
   for (int64_t i = 0; i < n * d; ++i) s.q[i] *= q_scale;
   for (int64_t r = 0; r < n; ++r) {
-    const DecoderRow& row = rows[r];
-    const float* keys = row.source_batch->CrossKey(index, row.source);
-    const float* values = row.source_batch->CrossValue(index, row.source);
-    AttendRow(
-        s.q.data() + r * d, heads, head_dim, row.source_batch->lengths[row.source],
-        [&](int t) { return keys + t * d; }, [&](int t) { return values + t * d; },
-        s.scores.data(), s.a.data() + r * d);
+    const EncodedBatch& batch = *rows[r].source_batch;
+    const int source = rows[r].source;
+    auto attend = [&](const auto* keys, const auto* values) {
+      AttendRow(
+          s.q.data() + r * d, heads, head_dim, batch.lengths[source],
+          [&](int t) { return keys + t * d; }, [&](int t) { return values + t * d; },
+          s.scores.data(), s.a.data() + r * d);
+    };
+    if (batch.cross_kv_half != nullptr) {
+      attend(batch.CrossKeyHalf(index, source), batch.CrossValueHalf(index, source));
+    } else {
+      attend(batch.CrossKey(index, source), batch.CrossValue(index, source));
+    }
   }
 }
 

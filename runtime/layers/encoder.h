@@ -3,6 +3,7 @@
 #ifndef GLOSSA_RUNTIME_LAYERS_ENCODER_H_
 #define GLOSSA_RUNTIME_LAYERS_ENCODER_H_
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -23,12 +24,26 @@ struct EncodedBatch {
   std::vector<float> hidden;
   // [decoder_layers][2][total_rows][d_model]; not zero-filled: PrecomputeCrossKv writes it all
   std::unique_ptr<float[]> cross_kv;
+  // The same in half precision instead, where the decoder keeps them so (int8_fast; see
+  // Decoder::PrecomputeCrossKv): once that has run, exactly one of the two is set.
+  std::unique_ptr<uint16_t[]> cross_kv_half;
 
   const float* CrossKey(int layer, int source) const {
-    return cross_kv.get() + ((int64_t{layer} * 2) * total_rows + offsets[source]) * d_model;
+    return cross_kv.get() + CrossOffset(layer, 0, source);
   }
   const float* CrossValue(int layer, int source) const {
-    return cross_kv.get() + ((int64_t{layer} * 2 + 1) * total_rows + offsets[source]) * d_model;
+    return cross_kv.get() + CrossOffset(layer, 1, source);
+  }
+  const uint16_t* CrossKeyHalf(int layer, int source) const {
+    return cross_kv_half.get() + CrossOffset(layer, 0, source);
+  }
+  const uint16_t* CrossValueHalf(int layer, int source) const {
+    return cross_kv_half.get() + CrossOffset(layer, 1, source);
+  }
+
+ private:
+  int64_t CrossOffset(int layer, int value, int source) const {
+    return ((int64_t{layer} * 2 + value) * total_rows + offsets[source]) * d_model;
   }
 };
 

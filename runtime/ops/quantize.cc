@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -154,6 +155,49 @@ float Bf16ToFloat(uint16_t x) {
 
 void FloatToBf16(const float* x, int64_t n, uint16_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = FloatToBf16(x[i]);
+}
+
+namespace {
+
+__attribute__((target("avx512f"))) bool FloatToHalfAvx512(const float* x, int64_t n,
+                                                          uint16_t* out) {
+  const __m512 limit = _mm512_set1_ps(kHalfMax);
+  __mmask16 bad = 0;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    // Not (|v| <= max), so that NaN counts too.
+    bad |= _mm512_mask_cmp_ps_mask(m, _mm512_abs_ps(v), limit, _CMP_NLE_UQ);
+    alignas(32) uint16_t h[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(h),
+                       _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    std::memcpy(out + i, h, static_cast<size_t>(std::min<int64_t>(16, n - i)) * sizeof(h[0]));
+  }
+  return bad == 0;
+}
+
+}  // namespace
+
+bool FloatToHalf(const float* x, int64_t n, uint16_t* out) {
+  return HasAvx512() && FloatToHalfAvx512(x, n, out);
+}
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
+  uint32_t u;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    std::memcpy(&u, &magnitude, sizeof(u));
+    u |= sign;
+  } else if (exponent == 0x1F) {  // infinity or NaN
+    u = sign | 0x7F800000u | (mantissa << 13);
+  } else {
+    u = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
 }
 
 void QuantizeWeightRows(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales) {

@@ -32,6 +32,14 @@ uint16_t FloatToBf16(float x);
 float Bf16ToFloat(uint16_t x);
 void FloatToBf16(const float* x, int64_t n, uint16_t* out);
 
+// IEEE half precision (binary16: 11 significant bits, largest finite value kHalfMax): the
+// int8_fast decoder's cross-attention keys and values (layers/decoder.h). FloatToHalf rounds to
+// nearest even with AVX-512's conversion and returns false, out unspecified, where this CPU has
+// no AVX-512 or a value is NaN or beyond +-kHalfMax: the caller then keeps the floats.
+constexpr float kHalfMax = 65504.0f;
+bool FloatToHalf(const float* x, int64_t n, uint16_t* out);
+float HalfToFloat(uint16_t h);
+
 // w: [rows, cols] float32 -> q: [rows, cols] s8 and scales: [rows] (see above).
 void QuantizeWeightRows(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales);
 

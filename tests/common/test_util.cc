@@ -5,12 +5,13 @@
 
 namespace glossa::testing {
 
-std::vector<std::vector<float>> TeacherForcedLogits(const Model& model,
-                                                    const std::vector<int>& source,
-                                                    const std::vector<int>& prefix) {
+std::vector<std::vector<float>> TeacherForcedLogits(
+    const Model& model, const std::vector<int>& source, const std::vector<int>& prefix,
+    const std::function<void(EncodedBatch&)>& after_cross_kv) {
   const ModelConfig& c = model.config();
   auto batch = model.encoder().Encode({source});
   model.decoder().PrecomputeCrossKv(*batch);
+  if (after_cross_kv) after_cross_kv(*batch);
   KvBlockPool pool(KvCache::BlockFloats(c.decoder_layers, c.d_model), 1 << 16);
   KvCache cache(&pool, c.decoder_layers, c.d_model, 1);
   DecoderScratch scratch;

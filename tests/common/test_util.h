@@ -3,12 +3,14 @@
 #define GLOSSA_TESTS_COMMON_TEST_UTIL_H_
 
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/model.h"
 #include "gtest/gtest.h"
+#include "layers/encoder.h"
 #include "nlohmann/json.hpp"
 
 namespace glossa::testing {
@@ -65,11 +67,12 @@ inline std::vector<GoldenLine> ReadGolden(const std::string& name) {
                << " (set -DGLOSSA_SHARED_DIR); it is not part of the repository"
 
 // Logits of every step when the decoder is fed `prefix` (decoder start first) for one source,
-// through the production path: Encoder, cross K/V, Decoder::Step with the KV cache.
+// through the production path: Encoder, cross K/V, Decoder::Step with the KV cache;
+// after_cross_kv, when given, sees (and may change) the batch once its cross K/V are made.
 // Result: [prefix.size()][target_vocab].
-std::vector<std::vector<float>> TeacherForcedLogits(const Model& model,
-                                                    const std::vector<int>& source,
-                                                    const std::vector<int>& prefix);
+std::vector<std::vector<float>> TeacherForcedLogits(
+    const Model& model, const std::vector<int>& source, const std::vector<int>& prefix,
+    const std::function<void(EncodedBatch&)>& after_cross_kv = {});
 
 }  // namespace glossa::testing
 

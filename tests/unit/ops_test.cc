@@ -20,6 +20,7 @@
 #include "ops/gemv.h"
 #include "ops/linear.h"
 #include "ops/ops.h"
+#include "ops/quantize.h"
 #include "ops/row_cache.h"
 
 namespace glossa {
@@ -1012,6 +1013,40 @@ TEST(AttentionTest, HeadsOf64AsOneHeadAtATime) {
         ASSERT_EQ(Bits(out[i]), Bits(expected[i]))
             << "heads " << heads << " keys " << keys << " i " << i;
       }
+    }
+  }
+}
+
+// Keys and values in half precision (the int8_fast decoder's cross-attention) give exactly the
+// result of float rows holding the widened values: on AVX-512 with heads of 64 (the kernels
+// widen as they load) and on every other path (the rows are widened first).
+TEST(AttentionTest, HalfRowsAsTheirWidenedFloats) {
+  std::mt19937 rng(9);
+  for (auto [heads, head_dim, keys] :
+       {std::tuple{4, 64, 30}, {1, 64, 1}, {16, 64, 130}, {3, 64, 7}, {2, 3, 5}, {8, 16, 70}}) {
+    const int d = heads * head_dim;
+    const auto q = Random(d, rng), k = Random(keys * d, rng), v = Random(keys * d, rng);
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    std::vector<float> k_wide(k.size()), v_wide(v.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      // Any bits will do where FloatToHalf is unavailable: the widened floats are the reference.
+      if (!quant::FloatToHalf(&k[i], 1, &k16[i]))
+        k16[i] = static_cast<uint16_t>(0x3000 + i % 0x800);
+      if (!quant::FloatToHalf(&v[i], 1, &v16[i]))
+        v16[i] = static_cast<uint16_t>(0xB000 + i % 0x800);
+      k_wide[i] = quant::HalfToFloat(k16[i]);
+      v_wide[i] = quant::HalfToFloat(v16[i]);
+    }
+    std::vector<float> out(d), expected(d), scores(heads * keys);
+    AttendRow(
+        q.data(), heads, head_dim, keys, [&](int t) { return k16.data() + t * d; },
+        [&](int t) { return v16.data() + t * d; }, scores.data(), out.data());
+    AttendRow(
+        q.data(), heads, head_dim, keys, [&](int t) { return k_wide.data() + t * d; },
+        [&](int t) { return v_wide.data() + t * d; }, scores.data(), expected.data());
+    for (int i = 0; i < d; ++i) {
+      ASSERT_EQ(Bits(out[i]), Bits(expected[i]))
+          << "heads " << heads << " head_dim " << head_dim << " keys " << keys << " i " << i;
     }
   }
 }

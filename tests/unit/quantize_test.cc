@@ -33,6 +33,68 @@ TEST(Bf16Test, RoundsToNearestEvenAndKeepsNaN) {
   EXPECT_EQ(quant::Bf16ToFloat(0x3FC0), 1.5f);
 }
 
+bool HaveAvx512() { return __builtin_cpu_supports("avx512f"); }
+
+TEST(HalfTest, RoundsToNearestEvenAndRefusesWhatDoesNotFit) {
+  if (!HaveAvx512()) GTEST_SKIP() << "FloatToHalf converts with AVX-512 only (false elsewhere)";
+  // 1 + 2^-11 lies halfway between 1 and the next half (1 + 2^-10): ties go to even (1.0);
+  // 1 + 3 * 2^-11 halfway between 1 + 2^-10 (odd) and 1 + 2^-9: up. 2^-24 is the smallest
+  // subnormal. 19 values: a full vector of 16 and a tail of 3.
+  const std::vector<float> x = {1.0f,
+                                1.0f + 0x1p-11f,
+                                1.0f + 3 * 0x1p-11f,
+                                -2.5f,
+                                0x1p-24f,
+                                0x1p-14f,
+                                65504.0f,
+                                -65504.0f,
+                                0.0f,
+                                -0.0f,
+                                0.1f,
+                                1000.0f,
+                                0x1p-25f,
+                                3.0f,
+                                -1.0f,
+                                0.5f,
+                                7.0f,
+                                -0x1p-24f,
+                                2048.0f};
+  const std::vector<uint16_t> expected = {0x3C00, 0x3C00, 0x3C02, 0xC100, 0x0001, 0x0400, 0x7BFF,
+                                          0xFBFF, 0x0000, 0x8000, 0x2E66, 0x63D0, 0x0000, 0x4200,
+                                          0xBC00, 0x3800, 0x4700, 0x8001, 0x6800};
+  std::vector<uint16_t> h(x.size());
+  ASSERT_TRUE(quant::FloatToHalf(x.data(), static_cast<int64_t>(x.size()), h.data()));
+  EXPECT_EQ(h, expected);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(quant::FloatToHalf(&x[i], 1, &h[i]), true);
+    EXPECT_EQ(h[i], expected[i]) << i;
+  }
+  // Widened back: every half is a float exactly.
+  EXPECT_EQ(quant::HalfToFloat(0x3C02), 1.0f + 0x1p-9f);
+  EXPECT_EQ(quant::HalfToFloat(0x0001), 0x1p-24f);
+  EXPECT_EQ(quant::HalfToFloat(0x8001), -0x1p-24f);
+  EXPECT_EQ(quant::HalfToFloat(0x7BFF), 65504.0f);
+  EXPECT_EQ(quant::HalfToFloat(0x2E66), 0.0999755859375f);
+  EXPECT_EQ(quant::HalfToFloat(0x7C00), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(quant::HalfToFloat(0x7E00)));
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {  // every finite half survives the round trip
+    const float f = quant::HalfToFloat(static_cast<uint16_t>(bits));
+    if (!std::isfinite(f)) continue;
+    uint16_t back;
+    ASSERT_TRUE(quant::FloatToHalf(&f, 1, &back));
+    ASSERT_EQ(back, bits) << bits;
+  }
+  // Beyond the largest half, infinite or NaN, anywhere in a row: refused.
+  for (float bad : {65520.0f, -70000.0f, std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    for (size_t at : {size_t{0}, size_t{15}, size_t{18}}) {
+      std::vector<float> y = x;
+      y[at] = bad;
+      EXPECT_FALSE(quant::FloatToHalf(y.data(), static_cast<int64_t>(y.size()), h.data()))
+          << bad << " at " << at;
+    }
+  }
+}
+
 TEST(Int8Test, WeightRowsAreSymmetricPerRow) {
   const std::vector<float> w = {0.5f, -1.27f, 0.005f, 0.0f,  // max 1.27: scale 0.01
                                 0.0f, 0.0f,   0.0f,   0.0f,  // all zero: scale 1
@@ -237,6 +299,44 @@ TEST(ComputeTypeTest, ModelLoadsWithEachComputeType) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("int4"), std::string::npos);
+}
+
+// int8_fast keeps the decoder's cross-attention keys and values in half precision (with heads
+// of 64 on AVX-512); every other compute type keeps float32. The steps then compute exactly what
+// they compute from float32 keys and values holding the widened halves.
+TEST(ComputeTypeTest, Int8FastKeepsCrossAttentionInHalfPrecision) {
+  const std::vector<int> source = {12, 345, 6789, 0}, prefix = {15314, 77, 900, 31};
+  for (const char* name : {"float32", "int8", "int8_fast"}) {
+    ModelOptions options;
+    options.compute_type = name;
+    auto model = Model::Load(testing::DemoModelPath(), options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const ModelConfig& c = (*model)->config();
+    const bool half =
+        std::string(name) == "int8_fast" && HaveAvx512() && c.d_model / c.decoder_heads == 64;
+    int64_t values = 0;
+    const auto as_made =
+        testing::TeacherForcedLogits(**model, source, prefix, [&](EncodedBatch& b) {
+          EXPECT_EQ(b.cross_kv_half != nullptr, half) << name;
+          EXPECT_EQ(b.cross_kv != nullptr, !half) << name;
+          values = int64_t{c.decoder_layers} * 2 * b.total_rows * c.d_model;
+        });
+    EXPECT_EQ(values, int64_t{c.decoder_layers} * 2 * 4 * c.d_model);
+    if (!half) continue;
+    const auto widened =
+        testing::TeacherForcedLogits(**model, source, prefix, [&](EncodedBatch& b) {
+          b.cross_kv.reset(new float[values]);
+          for (int64_t i = 0; i < values; ++i)
+            b.cross_kv[i] = quant::HalfToFloat(b.cross_kv_half[i]);
+          b.cross_kv_half.reset();
+        });
+    ASSERT_EQ(as_made.size(), prefix.size());
+    for (size_t t = 0; t < prefix.size(); ++t) {
+      ASSERT_EQ(as_made[t], widened[t]) << "step " << t;
+      // Not a trivial equality: the first step's output depends on the cross K/V.
+      EXPECT_TRUE(std::isfinite(as_made[t][0]));
+    }
+  }
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "layers/attention.h"
+#include "layers/sentence_attention.h"
 #include "ops/ops.h"
 
 namespace glossa {
@@ -17,10 +17,9 @@ struct EncoderScratch {
   static constexpr int64_t kKeepBytes = int64_t{8} << 20;
   std::vector<float> h, q, k, v, a, ffn, scores;
 
-  void Size(int64_t rows, int64_t d, int64_t ffn_dim, int64_t score_floats) {
+  void Size(int64_t rows, int64_t d, int64_t ffn_dim) {  // scores: AttendSentence grows it
     for (std::vector<float>* b : {&h, &q, &k, &v, &a}) Grow(*b, rows * d);
     Grow(ffn, rows * ffn_dim);
-    Grow(scores, score_floats);
   }
   void ReleaseIfLarge() {
     int64_t floats = 0;
@@ -45,11 +44,9 @@ std::shared_ptr<EncodedBatch> Encoder::Encode(const std::vector<std::vector<int>
   batch->d_model = d;
   batch->decoder_layers = config_.decoder_layers;
   std::vector<int> ids, positions;
-  int max_len = 0;
   for (const auto& src : sources) {
     batch->offsets.push_back(static_cast<int>(ids.size()));
     batch->lengths.push_back(static_cast<int>(src.size()));
-    max_len = std::max(max_len, static_cast<int>(src.size()));
     int non_pad = 0;  // fairseq's make_positions: pad tokens do not advance the positions
     for (int id : src) {
       ids.push_back(id);
@@ -74,7 +71,7 @@ std::shared_ptr<EncodedBatch> Encoder::Encode(const std::vector<std::vector<int>
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const bool pre = config_.normalize_before;
   thread_local EncoderScratch scratch;
-  scratch.Size(n, d, config_.encoder_ffn_dim, int64_t{heads} * max_len);
+  scratch.Size(n, d, config_.encoder_ffn_dim);
   float *h = scratch.h.data(), *q = scratch.q.data(), *k = scratch.k.data(),
         *v = scratch.v.data(), *a = scratch.a.data(), *ffn = scratch.ffn.data();
   for (const EncoderLayerWeights& layer : weights_.encoder_layers) {
@@ -90,13 +87,9 @@ std::shared_ptr<EncodedBatch> Encoder::Encode(const std::vector<std::vector<int>
     layer.self_attn.k->Forward(in, n, k);
     layer.self_attn.v->Forward(in, n, v);
     for (size_t s = 0; s < sources.size(); ++s) {
-      const int64_t off = batch->offsets[s];
-      const int len = batch->lengths[s];
-      for (int t = 0; t < len; ++t) {
-        AttendRow(
-            q + (off + t) * d, heads, head_dim, len, [&](int j) { return k + (off + j) * d; },
-            [&](int j) { return v + (off + j) * d; }, scratch.scores.data(), a + (off + t) * d);
-      }
+      const int64_t off = batch->offsets[s] * d;
+      AttendSentence(q + off, k + off, v + off, batch->lengths[s], heads, head_dim, d,
+                     scratch.scores, a + off);
     }
     layer.self_attn.out->Forward(a, n, x.data(), /*accumulate=*/true);
     if (!pre) norm(layer.self_attn_norm, x.data());

@@ -12,6 +12,8 @@
 //                                    call
 //   BM_AttendRow/heads/head_dim/keys glossa::AttendRow (vectorised kernels)
 //   BM_AttendRowScalar/...           the previous scalar AttendRow, for comparison
+//   BM_AttendSentence/len/sentence   a sentence's self-attention, 4 heads of 64 (the encoder's):
+//                                    glossa::AttendSentence (1) or AttendRow per query (0)
 // Shapes are those of the demo model (d_model 256, FFN 1024, vocabulary 15315, 4 heads of 64);
 // BM_LinearBase: the OPUS-MT base shape's.
 //   BM_SmallRows/rows/kernel          one decoder step's matrices of OPUS-MT base, twice over
@@ -52,6 +54,7 @@
 
 #include "bench_util.h"
 #include "layers/attention.h"
+#include "layers/sentence_attention.h"
 #include "model/model_file.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "ops/argmax_screen.h"
@@ -413,6 +416,32 @@ void AttentionShapes(benchmark::internal::Benchmark* b) {
   b->Args({8, 64, 32});
   b->Args({4, 30, 32});  // head_dim not a multiple of 16
 }
+
+// A whole sentence's self-attention (the encoder's): AttendSentence (1) or AttendRow per query (0).
+void BM_AttendSentence(benchmark::State& state) {
+  const int len = static_cast<int>(state.range(0)), sentence = static_cast<int>(state.range(1));
+  constexpr int kHeads = 4, kHeadDim = 64, d = kHeads * kHeadDim;
+  const auto q = Random(len * d, 1, 0.2f), k = Random(len * d, 2), v = Random(len * d, 3);
+  std::vector<float> scratch, out(len * d);
+  for (auto _ : state) {
+    if (sentence) {
+      glossa::AttendSentence(q.data(), k.data(), v.data(), len, kHeads, kHeadDim, d, scratch,
+                             out.data());
+    } else {
+      scratch.resize(kHeads * len);
+      for (int t = 0; t < len; ++t) {
+        glossa::AttendRow(
+            q.data() + t * d, kHeads, kHeadDim, len, [&](int j) { return k.data() + j * d; },
+            [&](int j) { return v.data() + j * d; }, scratch.data(), out.data() + t * d);
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  SetCounters(state, 4.0 * len * len * d);
+}
+BENCHMARK(BM_AttendSentence)
+    ->ArgsProduct({{8, 30, 64, 128}, {0, 1}})
+    ->ArgNames({"len", "sentence"});
 
 BENCHMARK_TEMPLATE(BM_Attend, false)
     ->Name("BM_AttendRow")

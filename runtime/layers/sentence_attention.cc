@@ -12,8 +12,11 @@ namespace glossa {
 namespace {
 
 #if GLOSSA_ATTENTION_X86
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps() (the reductions, Exp16's
+// rounding and scaling), which it reports as uninitialized once inlined here.
 #pragma GCC diagnostic push
 #if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "layers/attention.h"
 #include "ops/gemv.h"
@@ -27,22 +29,33 @@ Decoder::Decoder(const ModelConfig& config, const ModelWeights& weights)
 }
 
 void Decoder::PrecomputeCrossKv(EncodedBatch& batch) const {
-  const int64_t n = batch.total_rows, d = config_.d_model;
-  const int64_t size = int64_t{config_.decoder_layers} * 2 * n * d;
-  batch.cross_kv.reset(new float[static_cast<size_t>(size)]);
+  batch.cross_kv.reset();
   batch.cross_kv_half.reset();
+  // A value beyond half precision's range: this batch keeps float32.
+  if (half_cross_kv_ && PrecomputeCrossKvHalf(batch)) return;
+  const int64_t n = batch.total_rows, d = config_.d_model;
+  batch.cross_kv.reset(new float[static_cast<size_t>(config_.decoder_layers * 2 * n * d)]);
   for (int l = 0; l < config_.decoder_layers; ++l) {
     const AttentionWeights& w = weights_.decoder_layers[l].cross_attn;
     w.k->Forward(batch.hidden.data(), n, batch.cross_kv.get() + (int64_t{l} * 2) * n * d);
     w.v->Forward(batch.hidden.data(), n, batch.cross_kv.get() + (int64_t{l} * 2 + 1) * n * d);
   }
-  if (!half_cross_kv_) return;
-  batch.cross_kv_half.reset(new uint16_t[static_cast<size_t>(size)]);
-  if (quant::FloatToHalf(batch.cross_kv.get(), size, batch.cross_kv_half.get())) {
-    batch.cross_kv.reset();
-  } else {  // a value beyond half precision's range: this batch keeps float32
-    batch.cross_kv_half.reset();
+}
+
+bool Decoder::PrecomputeCrossKvHalf(EncodedBatch& batch) const {
+  const int64_t n = batch.total_rows, d = config_.d_model, layer_size = 2 * n * d;
+  std::unique_ptr<uint16_t[]> half(new uint16_t[config_.decoder_layers * layer_size]);
+  thread_local std::vector<float> layer;  // one layer's keys and values in float32
+  if (static_cast<int64_t>(layer.size()) < layer_size) layer.resize(layer_size);
+  for (int l = 0; l < config_.decoder_layers; ++l) {
+    const AttentionWeights& w = weights_.decoder_layers[l].cross_attn;
+    w.k->Forward(batch.hidden.data(), n, layer.data());
+    w.v->Forward(batch.hidden.data(), n, layer.data() + n * d);
+    if (!quant::FloatToHalf(layer.data(), layer_size, half.get() + l * layer_size)) return false;
   }
+  if (layer.size() * sizeof(float) > (size_t{8} << 20)) std::vector<float>().swap(layer);
+  batch.cross_kv_half = std::move(half);
+  return true;
 }
 
 void Decoder::SelfAttention(const DecoderLayerWeights& layer, int index,

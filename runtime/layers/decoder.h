@@ -84,6 +84,9 @@ class Decoder {
   void SelfAttention(const DecoderLayerWeights& layer, int index,
                      const std::vector<DecoderRow>& rows, const float* in,
                      DecoderScratch& s) const;
+  // PrecomputeCrossKv in half precision, a layer at a time (no float32 copy of them all); false
+  // (batch unchanged) where a value does not fit.
+  bool PrecomputeCrossKvHalf(EncodedBatch& batch) const;
   void CrossAttention(const DecoderLayerWeights& layer, int index,
                       const std::vector<DecoderRow>& rows, const float* in,
                       DecoderScratch& s) const;

@@ -2,6 +2,7 @@
 // against float32, and loading a model with a compute type.
 #include "ops/quantize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <array>
 #include <cstring>
@@ -337,6 +338,36 @@ TEST(ComputeTypeTest, Int8FastKeepsCrossAttentionInHalfPrecision) {
       EXPECT_TRUE(std::isfinite(as_made[t][0]));
     }
   }
+}
+
+// Keys or values beyond half precision's range (an encoder output scaled up a million times):
+// that batch keeps them in float32, exactly the products of the layers' own Linears.
+TEST(ComputeTypeTest, Int8FastKeepsFloat32WhereHalfCannotHold) {
+  ModelOptions options;
+  options.compute_type = "int8_fast";
+  auto model = Model::Load(testing::DemoModelPath(), options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ModelConfig& c = (*model)->config();
+  auto batch = (*model)->encoder().Encode({{12, 345, 6789, 0}, {77, 0}});
+  for (float& x : batch->hidden) x *= 1e6f;
+  (*model)->decoder().PrecomputeCrossKv(*batch);
+  ASSERT_NE(batch->cross_kv, nullptr);
+  EXPECT_EQ(batch->cross_kv_half, nullptr);
+  const int64_t n = batch->total_rows, d = c.d_model;
+  std::vector<float> expected(n * d);
+  for (int l = 0; l < c.decoder_layers; ++l) {
+    const auto& w = (*model)->weights().decoder_layers[l].cross_attn;
+    w.k->Forward(batch->hidden.data(), n, expected.data());
+    EXPECT_EQ(std::vector<float>(batch->CrossKey(l, 0), batch->CrossKey(l, 0) + n * d), expected);
+    w.v->Forward(batch->hidden.data(), n, expected.data());
+    EXPECT_EQ(std::vector<float>(batch->CrossValue(l, 0), batch->CrossValue(l, 0) + n * d),
+              expected);
+  }
+  float largest = 0.0f;
+  for (int64_t i = 0; i < c.decoder_layers * 2 * n * d; ++i) {
+    largest = std::max(largest, std::abs(batch->cross_kv[i]));
+  }
+  EXPECT_GT(largest, quant::kHalfMax);  // the case this is about
 }
 
 }  // namespace

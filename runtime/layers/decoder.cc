@@ -31,7 +31,8 @@ Decoder::Decoder(const ModelConfig& config, const ModelWeights& weights)
 void Decoder::PrecomputeCrossKv(EncodedBatch& batch) const {
   batch.cross_kv.reset();
   batch.cross_kv_half.reset();
-  // A value beyond half precision's range: this batch keeps float32.
+  // Half precision where it applies (see decoder.h); float32 otherwise, and for a batch with a
+  // value beyond half's range.
   if (half_cross_kv_ && PrecomputeCrossKvHalf(batch)) return;
   const int64_t n = batch.total_rows, d = config_.d_model;
   batch.cross_kv.reset(new float[static_cast<size_t>(config_.decoder_layers * 2 * n * d)]);

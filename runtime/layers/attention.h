@@ -272,10 +272,11 @@ inline bool HeadsOf64(int head_dim) {
 #endif
 }
 
-// f(std::integral_constant<int, NH>) for NH = min(4, heads_left).
+// f(std::integral_constant<int, N>) for N = min(4, left), left >= 1: heads per pass here, queries
+// and key blocks per pass in layers/sentence_attention.cc.
 template <typename F>
-void WithHeads(int heads_left, F f) {
-  switch (std::min(4, heads_left)) {
+void UpToFour(int left, F f) {
+  switch (std::min(4, left)) {
     case 1: return f(std::integral_constant<int, 1>());
     case 2: return f(std::integral_constant<int, 2>());
     case 3: return f(std::integral_constant<int, 3>());
@@ -291,7 +292,7 @@ void HeadProbabilities(const float* q, int heads, int head_dim, int num_keys, Ke
   if (HeadsOf64(head_dim)) {
     for (int h0 = 0; h0 < heads; h0 += 4) {
       float* p = scores + static_cast<int64_t>(h0) * num_keys;
-      WithHeads(heads - h0, [&](auto nh) {
+      UpToFour(heads - h0, [&](auto nh) {
         ForKeyChunks(num_keys, key_row, int64_t{h0} * 64, [&](auto rows, int t0, int n) {
           DotHeadsAvx512<nh>(q + h0 * 64, rows, n, p + t0, num_keys);
         });
@@ -324,7 +325,7 @@ void WeightedValues(const float* scores, int heads, int head_dim, int num_keys,
   if (HeadsOf64(head_dim)) {
     for (int h0 = 0; h0 < heads; h0 += 4) {
       const float* p = scores + static_cast<int64_t>(h0) * num_keys;
-      WithHeads(heads - h0, [&](auto nh) {
+      UpToFour(heads - h0, [&](auto nh) {
         ForKeyChunks(num_keys, value_row, int64_t{h0} * 64, [&](auto rows, int t0, int n) {
           AddWeightedHeadsAvx512<nh>(p + t0, num_keys, rows, n, out + h0 * 64);
         });

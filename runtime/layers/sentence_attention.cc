@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "layers/attention.h"
 #include "ops/avx512_math.h"
@@ -24,6 +23,7 @@ constexpr int kHeadDim = 64;
 constexpr int kLanes = 16;
 constexpr int kQueries = 4;    // queries per block
 constexpr int kKeyBlocks = 4;  // 16-key blocks per pass of ScoreBlock
+static_assert(kQueries == 4 && kKeyBlocks == 4, "passes are dispatched by UpToFour");
 
 // Row r of a block of R scores whose NB vectors hold every key (the first `len` lanes count):
 // the softmax, into s, as ops::Softmax computes it from the stored scores (the same bits).
@@ -97,21 +97,6 @@ __attribute__((target("avx512f"))) void ValueBlock(const float* s, int ls, const
   }
 }
 
-// f(std::integral_constant<int, N>) for N = n, 1 <= n <= 4.
-template <typename F>
-void WithCount(int n, F f) {
-  switch (n) {
-    case 1:
-      return f(std::integral_constant<int, 1>());
-    case 2:
-      return f(std::integral_constant<int, 2>());
-    case 3:
-      return f(std::integral_constant<int, 3>());
-    default:
-      return f(std::integral_constant<int, 4>());
-  }
-}
-
 // One head (q, k, v, out already offset to it): blocks of up to 4 queries, all keys at once.
 void AttendHead(const float* q, const float* k, const float* v, int len, int64_t stride, float* kt,
                 float* s, float* out) {
@@ -122,13 +107,13 @@ void AttendHead(const float* q, const float* k, const float* v, int len, int64_t
     std::fill(row + len, row + ls, 0.0f);
   }
   for (int t0 = 0; t0 < len; t0 += kQueries) {
-    WithCount(std::min(kQueries, len - t0), [&](auto rows) {
+    attention_internal::UpToFour(len - t0, [&](auto rows) {
       constexpr int R = decltype(rows)::value;
       const float* qr = q + t0 * stride;
       // Up to 64 keys: every score of a row in registers, softmax there too.
       const int softmax_len = blocks <= kKeyBlocks ? len : 0;
       for (int b0 = 0; b0 < blocks; b0 += kKeyBlocks) {
-        WithCount(std::min(kKeyBlocks, blocks - b0), [&](auto nb) {
+        attention_internal::UpToFour(blocks - b0, [&](auto nb) {
           ScoreBlock<R, decltype(nb)::value>(qr, stride, kt, ls, b0, s, softmax_len);
         });
       }

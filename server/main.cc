@@ -1,4 +1,6 @@
-// glossa-server: serves Glossa models over gRPC.
+// glossa-server: serves Glossa models over gRPC and HTTP. main() is the startup sequence, a
+// function a step: flags, models, metrics, HTTP, gRPC, live models; then it waits for a signal
+// and drains.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -14,20 +16,20 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "server/grpc/service.h"
+#include "server/http/http_server.h"
+#include "server/http_api/http_api.h"
+#include "server/metrics/metrics.h"
+#include "server/models/live_models.h"
+#include "server/models/model_config.h"
+#include "server/models/model_registry.h"
+#include "util/status_macros.h"
 #include "util/threads.h"
 #include "util/usage.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/str_join.h"
-#include "util/status_macros.h"
-#include "absl/time/clock.h"
-#include "server/http_api.h"
-#include "server/http_server.h"
-#include "server/live_models.h"
-#include "server/metrics.h"
-#include "server/model_config.h"
-#include "server/model_registry.h"
-#include "server/service.h"
 
 #ifndef GLOSSA_VERSION
 #define GLOSSA_VERSION "unknown"
@@ -62,23 +64,28 @@ ABSL_FLAG(absl::Duration, http_timeout, absl::Seconds(30),
           "network write; slower clients are disconnected");
 ABSL_FLAG(absl::Duration, http_translate_timeout, absl::Seconds(120),
           "HTTP: the deadline of one translation (then 504)");
-ABSL_FLAG(int, workers, 0, "Engine workers (step loops) per model; 0 = one per CPU core, at "
+ABSL_FLAG(int, workers, 0,
+          "Engine workers (step loops) per model; 0 = one per CPU core, at "
           "most 8. Each worker batches the sentences it holds step by step; measured on 2 cores, "
           "2 workers x 1 thread served 32 clients 1.6x faster than 1 x 1");
-ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP) per engine worker; workers × threads "
+ABSL_FLAG(int, threads, 1,
+          "Compute threads (OpenMP) per engine worker; workers × threads "
           "should not exceed the cores");
 ABSL_FLAG(std::string, compute_type, "", glossa::kComputeTypeFlagHelp);  // for every model
 ABSL_FLAG(bool, float32_output_layer, false, glossa::kFloat32OutputLayerFlagHelp);
 ABSL_FLAG(bool, argmax_screen, true, glossa::kArgmaxScreenFlagHelp);
 ABSL_FLAG(int64_t, max_text_bytes, 10000, "Longest text accepted, in bytes");
-ABSL_FLAG(int, max_text_tokens, 0, "Longest text accepted, in source tokens (end of sentence "
+ABSL_FLAG(int, max_text_tokens, 0,
+          "Longest text accepted, in source tokens (end of sentence "
           "included); 0 = the model's limit");
 ABSL_FLAG(int, max_texts_per_request, 256, "Most texts in one Translate request");
 ABSL_FLAG(int, max_beam_size, 16, "Largest beam_size a request may ask for");
 ABSL_FLAG(int, default_beam_size, 4, "Beam size when a request leaves it 0 (1 = greedy)");
-ABSL_FLAG(int, max_output_tokens, 0, "Default and largest max_output_tokens; 0 = the model's "
+ABSL_FLAG(int, max_output_tokens, 0,
+          "Default and largest max_output_tokens; 0 = the model's "
           "limit");
-ABSL_FLAG(int, max_queue, 4096, "Sentences waiting for the engine beyond which requests get "
+ABSL_FLAG(int, max_queue, 4096,
+          "Sentences waiting for the engine beyond which requests get "
           "RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_active_sequences, 64, "Sentences decoded together per worker (batch size)");
 ABSL_FLAG(double, batch_min_share, 0.25,
@@ -100,14 +107,17 @@ ABSL_FLAG(int64_t, cache_bytes, -1,
           "Result cache: finished translations kept (LRU) for repeated texts with the same model "
           "and options, in bytes; -1 = 1/256 of the machine's memory (at most 1 GiB), 0 = off. "
           "Sampling without a seed is never cached");
-ABSL_FLAG(int64_t, kv_cache_mb, 1024, "KV cache budget per model, in MiB (worst case of the "
+ABSL_FLAG(int64_t, kv_cache_mb, 1024,
+          "KV cache budget per model, in MiB (worst case of the "
           "admitted sentences)");
 ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "Largest gRPC message accepted, in bytes");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC over TLS (with --tls_key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
-ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA certificates: with TLS, require client "
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificates: with TLS, require client "
           "certificates signed by them (mutual TLS)");
-ABSL_FLAG(std::string, auth_token_file, "", "File holding a static bearer token that Translate, "
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding a static bearer token that Translate, "
           "TranslateStream and ListModels require as 'authorization: Bearer <token>' metadata "
           "(health and reflection stay open)");
 ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(30),
@@ -115,12 +125,33 @@ ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(30),
 
 namespace {
 
+using glossa::server::BuildInfo;
+using glossa::server::DefaultCacheBytes;
+using glossa::server::HttpApi;
+using glossa::server::HttpRequest;
+using glossa::server::HttpServer;
+using glossa::server::HttpServerOptions;
+using glossa::server::LiveModels;
+using glossa::server::MetricsCollector;
+using glossa::server::MetricsServer;
+using glossa::server::ModelDefaults;
+using glossa::server::ModelRegistry;
+using glossa::server::ModelSpec;
+using glossa::server::ParseModelFlag;
+using glossa::server::ReadModelConfig;
+using glossa::server::RequestLimits;
+using glossa::server::RequestMetrics;
+using glossa::server::ResultCache;
+using glossa::server::TranslatorService;
+using glossa::server::UnknownMethodService;
+
 std::string DefaultModelPath(const char* argv0) {
   const std::string exe(argv0);
   const std::string dir = exe.find('/') == std::string::npos ? "." : exe.substr(0, exe.rfind('/'));
-  for (const std::string& candidate : {dir + "/../models/opus-mt-es-en-bible.glossa",
-                                       dir + "/../../models/opus-mt-es-en-bible.glossa",
-                                       std::string("/opt/glossa/models/opus-mt-es-en-bible.glossa")}) {
+  for (const std::string& candidate :
+       {dir + "/../models/opus-mt-es-en-bible.glossa",
+        dir + "/../../models/opus-mt-es-en-bible.glossa",
+        std::string("/opt/glossa/models/opus-mt-es-en-bible.glossa")}) {
     if (std::ifstream(candidate).good()) return candidate;
   }
   return "models/opus-mt-es-en-bible.glossa";
@@ -164,7 +195,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string&
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot read '", path, "'"));
   }
   if (data.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", path, "' is missing or empty"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": '", path, "' is missing or empty"));
   }
   return data;
 }
@@ -187,8 +219,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() {
   options.pem_key_cert_pairs.push_back(pair);
   if (!client_ca.empty()) {
     GLOSSA_ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile("tls_client_ca", client_ca));
-    options.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(options);
 }
@@ -204,31 +235,30 @@ sigset_t BlockSignals(bool reload) {
   return set;
 }
 
-}  // namespace
+// What the command line says beyond the flags' values.
+struct CommandLine {
+  bool metrics_listen_given = false;  // an explicit address must be free; the default may not be
+  bool http_listen_given = false;
+};
 
-int main(int argc, char** argv) {
-  glossa::UsePassiveOmpWait(argv);
+CommandLine ParseCommandLine(int argc, char** argv) {
   glossa::SetUsage(
       "Serves translation models over gRPC (service glossa.v1.Translator, health, reflection)\n"
       "and HTTP/JSON (LibreTranslate's API, /v1/translate, and a page to try it at /).\n"
       "  glossa-server [--model NAME=PATH ... | --model_config FILE] [--listen HOST:PORT]\n"
       "With --model_config the models change while the server runs: edit the file (or send\n"
       "SIGHUP) to add, replace or remove models without a restart.");
-  std::vector<std::string> merged;
+  static std::vector<std::string> merged;  // argv points into it
   MergeRepeatedModelFlags(argc, argv, merged);
-  const bool metrics_listen_given = FlagOnCommandLine(argc, argv, "metrics_listen");
-  const bool http_listen_given = FlagOnCommandLine(argc, argv, "http_listen");
+  CommandLine line;
+  line.metrics_listen_given = FlagOnCommandLine(argc, argv, "metrics_listen");
+  line.http_listen_given = FlagOnCommandLine(argc, argv, "http_listen");
   absl::ParseCommandLine(argc, argv);
-  const std::string model_config = absl::GetFlag(FLAGS_model_config);
-  const sigset_t signals = BlockSignals(/*reload=*/!model_config.empty());
+  return line;
+}
 
-  std::vector<std::string> model_flags = absl::GetFlag(FLAGS_model);
-  if (!model_config.empty() && !model_flags.empty()) {
-    std::cerr << "glossa-server: --model and --model_config do not go together: list every "
-                 "model in the config file\n";
-    return 2;
-  }
-  if (model_flags.empty()) model_flags.push_back("opus-mt-es-en=" + DefaultModelPath(argv[0]));
+// What every model gets unless its --model_config entry says otherwise.
+absl::StatusOr<ModelDefaults> DefaultsFromFlags() {
   glossa::EngineOptions engine;
   engine.workers = absl::GetFlag(FLAGS_workers);
   if (engine.workers <= 0) {
@@ -245,187 +275,224 @@ int main(int argc, char** argv) {
   engine.interactive_hold = absl::GetFlag(FLAGS_interactive_hold);
   engine.deadline_admission = absl::GetFlag(FLAGS_deadline_admission);
   if (!(engine.batch_min_share >= 0.0 && engine.batch_min_share <= 1.0)) {
-    std::cerr << "glossa-server: --batch_min_share must be between 0 and 1\n";
-    return 2;
+    return absl::InvalidArgumentError("--batch_min_share must be between 0 and 1");
   }
   engine.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_mb) << 20;
   if (engine.default_beam_size < 1 || engine.default_beam_size > engine.max_beam_size) {
-    std::cerr << "glossa-server: --default_beam_size must be between 1 and --max_beam_size\n";
-    return 2;
+    return absl::InvalidArgumentError("--default_beam_size must be between 1 and --max_beam_size");
   }
-  // What every model gets unless its --model_config entry says otherwise.
-  glossa::server::ModelDefaults defaults;
+  ModelDefaults defaults;
   defaults.engine_options = engine;
   defaults.model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
   defaults.model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);
   defaults.model_options.argmax_screen = absl::GetFlag(FLAGS_argmax_screen);
-  std::vector<glossa::server::ModelSpec> specs;
+  return defaults;
+}
+
+// The models to serve: --model_config's entries, or the --model flags (default: the demo model).
+absl::StatusOr<std::vector<ModelSpec>> ModelSpecs(const ModelDefaults& defaults,
+                                                  const char* argv0) {
+  const std::string model_config = absl::GetFlag(FLAGS_model_config);
+  std::vector<std::string> model_flags = absl::GetFlag(FLAGS_model);
+  if (!model_config.empty() && !model_flags.empty()) {
+    return absl::InvalidArgumentError(
+        "--model and --model_config do not go together: list every model in the config file");
+  }
   if (!model_config.empty()) {
-    auto read = glossa::server::ReadModelConfig(model_config, defaults);
+    auto read = ReadModelConfig(model_config, defaults);
     if (!read.ok()) {
-      std::cerr << "glossa-server: --model_config " << read.status().message() << "\n";
-      return 2;
+      return absl::InvalidArgumentError(absl::StrCat("--model_config ", read.status().message()));
     }
-    specs = *std::move(read);
-  } else {
-    for (const std::string& flag : model_flags) {
-      auto spec = glossa::server::ParseModelFlag(flag, defaults);
-      if (!spec.ok()) {
-        std::cerr << "glossa-server: " << spec.status().message() << "\n";
-        return 2;
-      }
-      specs.push_back(*std::move(spec));
-    }
+    return read;
   }
-  auto registry = glossa::server::ModelRegistry::Load(specs);
-  if (!registry.ok()) {
-    std::cerr << "glossa-server: " << registry.status().message() << "\n";
-    return 2;
+  if (model_flags.empty()) model_flags.push_back("opus-mt-es-en=" + DefaultModelPath(argv0));
+  std::vector<ModelSpec> specs;
+  for (const std::string& flag : model_flags) {
+    GLOSSA_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelFlag(flag, defaults));
+    specs.push_back(std::move(spec));
   }
-  (*registry)->SetDrainTimeout(absl::GetFlag(FLAGS_shutdown_timeout));
-  // The operators' view of what is served (ListModels no longer sends file paths to clients).
-  for (const auto& [name, entry] : (*registry)->models()) {
+  return specs;
+}
+
+absl::StatusOr<std::unique_ptr<ModelRegistry>> LoadModels(const std::vector<ModelSpec>& specs) {
+  GLOSSA_ASSIGN_OR_RETURN(std::unique_ptr<ModelRegistry> registry, ModelRegistry::Load(specs));
+  registry->SetDrainTimeout(absl::GetFlag(FLAGS_shutdown_timeout));
+  // The operators' view of what is served (ListModels sends no file paths to clients).
+  for (const auto& [name, entry] : registry->models()) {
     const glossa::ModelInfo& info = entry->model->info();
     std::printf("glossa-server: model %s from %s (%s, %s, %zu languages)\n", name.c_str(),
                 entry->path.c_str(), info.config.architecture.c_str(), info.dtype.c_str(),
                 info.languages.size());
   }
-  glossa::server::RequestLimits limits;
+  return registry;
+}
+
+RequestLimits LimitsFromFlags() {
+  RequestLimits limits;
   limits.max_text_bytes = absl::GetFlag(FLAGS_max_text_bytes);
   limits.max_text_tokens = absl::GetFlag(FLAGS_max_text_tokens);
   limits.max_texts = absl::GetFlag(FLAGS_max_texts_per_request);
-  std::vector<std::string> model_names;
-  for (const auto& [name, entry] : (*registry)->models()) model_names.push_back(name);
-  glossa::server::RequestMetrics request_metrics(model_names);
-  glossa::server::TranslatorService service(registry->get(), limits, &request_metrics);
-  std::unique_ptr<glossa::server::ResultCache> cache;
-  if (const int64_t bytes = absl::GetFlag(FLAGS_cache_bytes); bytes != 0) {
-    cache = std::make_unique<glossa::server::ResultCache>(
-        bytes < 0 ? glossa::server::DefaultCacheBytes() : bytes);
-    service.SetCache(cache.get());
-  }
+  return limits;
+}
 
-  // Metrics first, so that a scraper sees the server from its first request on.
-  std::unique_ptr<glossa::server::MetricsServer> metrics_server;
-  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-  if (!metrics_listen.empty()) {
-    auto collector = std::make_shared<glossa::server::MetricsCollector>(
-        registry->get(), &request_metrics,
-        glossa::server::BuildInfo{GLOSSA_VERSION, GLOSSA_GIT_SHA});
-    collector->SetCache(cache.get());
-    auto started = glossa::server::MetricsServer::Start(metrics_listen, std::move(collector));
-    if (started.ok()) {
-      metrics_server = *std::move(started);
-      const std::string host = metrics_listen.substr(0, metrics_listen.rfind(':'));
-      std::printf("glossa-server: metrics on http://%s:%d/metrics\n", host.c_str(),
-                  metrics_server->port());
-    } else if (metrics_listen_given) {
-      std::cerr << "glossa-server: " << started.status().message()
-                << " (--metrics_listen \"\" turns metrics off)\n";
-      return 2;
-    } else {
-      std::cerr << "glossa-server: warning: " << started.status().message()
-                << " (running without metrics; set --metrics_listen)\n";
-    }
-  }
+std::vector<std::string> ModelNames(const ModelRegistry& registry) {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : registry.models()) names.push_back(name);
+  return names;
+}
 
-  auto credentials = ServerCredentials();
-  if (!credentials.ok()) {
-    std::cerr << "glossa-server: " << credentials.status().message() << "\n";
-    return 2;
-  }
-  if (const std::string token_file = absl::GetFlag(FLAGS_auth_token_file); !token_file.empty()) {
-    auto token = ReadFile("auth_token_file", token_file);
-    if (!token.ok()) {
-      std::cerr << "glossa-server: " << token.status().message() << "\n";
-      return 2;
-    }
-    service.RequireToken(std::string(absl::StripAsciiWhitespace(*token)));
-  }
+// --cache_bytes: nullptr when the cache is off.
+std::unique_ptr<ResultCache> CacheFromFlags() {
+  const int64_t bytes = absl::GetFlag(FLAGS_cache_bytes);
+  if (bytes == 0) return nullptr;
+  return std::make_unique<ResultCache>(bytes < 0 ? DefaultCacheBytes() : bytes);
+}
 
-  // HTTP after the token is set: its routes check the same one.
-  std::unique_ptr<glossa::server::HttpApi> http_api;
-  std::unique_ptr<glossa::server::HttpServer> http_server;
-  if (const std::string http_listen = absl::GetFlag(FLAGS_http_listen); !http_listen.empty()) {
-    http_api = std::make_unique<glossa::server::HttpApi>(
-        &service, absl::GetFlag(FLAGS_http_translate_timeout));
-    glossa::server::HttpServerOptions options;
-    options.address = http_listen;
-    options.threads = std::max(1, absl::GetFlag(FLAGS_http_threads));
-    options.timeout = absl::GetFlag(FLAGS_http_timeout);
-    options.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-    auto started = glossa::server::HttpServer::Start(
-        options, [api = http_api.get()](const glossa::server::HttpRequest& request) {
-          return api->Handle(request);
-        });
-    if (started.ok()) {
-      http_server = *std::move(started);
-      const std::string host = http_listen.substr(0, http_listen.rfind(':'));
-      std::printf("glossa-server: HTTP on http://%s:%d/\n", host.c_str(), http_server->port());
-    } else if (http_listen_given) {
-      std::cerr << "glossa-server: " << started.status().message()
-                << " (--http_listen \"\" turns HTTP off)\n";
-      return 2;
-    } else {
-      std::cerr << "glossa-server: warning: " << started.status().message()
-                << " (running without HTTP; set --http_listen)\n";
-    }
+// A listener started at an address from a flag. A failure at an address given on the command
+// line stops the server; at the default address, it only warns (`what` runs without it).
+template <typename Server>
+absl::StatusOr<std::unique_ptr<Server>> Listening(absl::StatusOr<std::unique_ptr<Server>> started,
+                                                  bool given, const std::string& flag,
+                                                  const std::string& what) {
+  if (started.ok()) return started;
+  if (given) {
+    return absl::Status(started.status().code(), absl::StrCat(started.status().message(), " (--",
+                                                              flag, " \"\" turns ", what, " off)"));
   }
+  std::cerr << "glossa-server: warning: " << started.status().message() << " (running without "
+            << what << "; set --" << flag << ")\n";
+  return nullptr;
+}
 
+std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
+
+// Metrics first, so that a scraper sees the server from its first request on. nullptr: none.
+absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetrics(const ModelRegistry* registry,
+                                                            const RequestMetrics* requests,
+                                                            const ResultCache* cache, bool given) {
+  const std::string address = absl::GetFlag(FLAGS_metrics_listen);
+  if (address.empty()) return nullptr;
+  auto collector = std::make_shared<MetricsCollector>(registry, requests,
+                                                      BuildInfo{GLOSSA_VERSION, GLOSSA_GIT_SHA});
+  collector->SetCache(cache);
+  GLOSSA_ASSIGN_OR_RETURN(std::unique_ptr<MetricsServer> server,
+                          Listening(MetricsServer::Start(address, std::move(collector)), given,
+                                    "metrics_listen", "metrics"));
+  if (server != nullptr) {
+    std::printf("glossa-server: metrics on http://%s:%d/metrics\n", HostOf(address).c_str(),
+                server->port());
+  }
+  return server;
+}
+
+// --auth_token_file: every translation then needs the token, over gRPC and HTTP alike.
+absl::Status RequireTokenFromFlags(TranslatorService& service) {
+  const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
+  if (token_file.empty()) return absl::OkStatus();
+  GLOSSA_ASSIGN_OR_RETURN(std::string token, ReadFile("auth_token_file", token_file));
+  service.RequireToken(std::string(absl::StripAsciiWhitespace(token)));
+  return absl::OkStatus();
+}
+
+// The HTTP side: the API and the server that calls it (both null when --http_listen is empty).
+struct HttpFront {
+  std::unique_ptr<HttpApi> api;
+  std::unique_ptr<HttpServer> server;
+};
+
+// After the token is set: HTTP's routes check the same one.
+absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, bool given) {
+  HttpFront front;
+  const std::string address = absl::GetFlag(FLAGS_http_listen);
+  if (address.empty()) return front;
+  front.api = std::make_unique<HttpApi>(service, absl::GetFlag(FLAGS_http_translate_timeout));
+  HttpServerOptions options;
+  options.address = address;
+  options.threads = std::max(1, absl::GetFlag(FLAGS_http_threads));
+  options.timeout = absl::GetFlag(FLAGS_http_timeout);
+  options.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  auto started = HttpServer::Start(options, [api = front.api.get()](const HttpRequest& request) {
+    return api->Handle(request);
+  });
+  GLOSSA_ASSIGN_OR_RETURN(front.server,
+                          Listening(std::move(started), given, "http_listen", "HTTP"));
+  if (front.server != nullptr) {
+    std::printf("glossa-server: HTTP on http://%s:%d/\n", HostOf(address).c_str(),
+                front.server->port());
+  }
+  return front;
+}
+
+// gRPC: the Translator service, health, reflection, and an answer for unknown methods.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(
+    TranslatorService* service, std::shared_ptr<grpc::ServerCredentials> credentials,
+    UnknownMethodService* unknown_methods, int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), *credentials, &port);
+  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), credentials, port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes)));
-  builder.RegisterService(&service);
-  glossa::server::UnknownMethodService unknown_methods;
-  builder.RegisterCallbackGenericService(&unknown_methods);
+  builder.RegisterService(service);
+  builder.RegisterCallbackGenericService(unknown_methods);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    std::cerr << "glossa-server: cannot listen on " << absl::GetFlag(FLAGS_listen) << "\n";
-    return 2;
+  if (server == nullptr || *port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_listen)));
   }
-  auto* health = server->GetHealthCheckService();
-  health->SetServingStatus(true);
-  for (const auto& [name, entry] : (*registry)->models()) health->SetServingStatus(name, true);
-  health->SetServingStatus("glossa.v1.Translator", true);
-  // --model_config: the set changes while the server runs. Health per name follows it, and so
-  // do the request metrics' labels.
-  std::unique_ptr<glossa::server::LiveModels> live;
-  if (!model_config.empty()) {
-    glossa::server::ModelRegistry* models = registry->get();
-    models->SetServingCallback([health, models, &request_metrics](const std::string& name,
-                                                                  bool serving) {
-      health->SetServingStatus(name, serving);
-      std::vector<std::string> names;
-      for (const auto& [loaded, entry] : models->models()) names.push_back(loaded);
-      request_metrics.SetLoaded(names);
-    });
-    live = std::make_unique<glossa::server::LiveModels>(models, model_config, defaults,
-                                                        absl::GetFlag(FLAGS_model_config_poll));
-    live->Start();
-  }
+  return server;
+}
 
-  const std::string listen = absl::GetFlag(FLAGS_listen);
-  const std::string host = listen.substr(0, listen.rfind(':'));
+void ReportServing(grpc::HealthCheckServiceInterface* health, const ModelRegistry& registry) {
+  health->SetServingStatus(true);
+  for (const auto& [name, entry] : registry.models()) health->SetServingStatus(name, true);
+  health->SetServingStatus("glossa.v1.Translator", true);
+}
+
+// --model_config: the set changes while the server runs. Health per name follows it, and so do
+// the request metrics' labels. nullptr without --model_config.
+std::unique_ptr<LiveModels> FollowModelConfig(ModelRegistry* models, const ModelDefaults& defaults,
+                                              grpc::HealthCheckServiceInterface* health,
+                                              RequestMetrics* requests) {
+  const std::string model_config = absl::GetFlag(FLAGS_model_config);
+  if (model_config.empty()) return nullptr;
+  models->SetServingCallback([health, models, requests](const std::string& name, bool serving) {
+    health->SetServingStatus(name, serving);
+    requests->SetLoaded(ModelNames(*models));
+  });
+  auto live = std::make_unique<LiveModels>(models, model_config, defaults,
+                                           absl::GetFlag(FLAGS_model_config_poll));
+  live->Start();
+  return live;
+}
+
+void PrintHowToCall(int port, const ModelRegistry& registry) {
+  const std::string host = HostOf(absl::GetFlag(FLAGS_listen));
   std::printf("glossa-server: listening on %s:%d (models: %s)\n", host.c_str(), port,
-              (*registry)->Names().c_str());
+              registry.Names().c_str());
   std::printf("glossa-server: try  build/glossa-client --server %s:%d \"Hola, ¿cómo estás?\"\n",
               host == "0.0.0.0" ? "127.0.0.1" : host.c_str(), port);
   std::fflush(stdout);
+}
 
+// Waits for SIGTERM or SIGINT, reloading the model config on each SIGHUP; returns the signal.
+int WaitForStopSignal(const sigset_t& signals, LiveModels* live) {
   int signal = 0;
   while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
     if (live != nullptr) live->Reload();
   }
   if (live != nullptr) live->Stop();  // no model changes while draining
+  return signal;
+}
+
+// Lets requests in flight finish for up to --shutdown_timeout, then stops every listener.
+void Drain(int signal, grpc::Server* server, grpc::HealthCheckServiceInterface* health,
+           TranslatorService* service, std::unique_ptr<HttpServer> http_server,
+           ModelRegistry* registry) {
   const absl::Duration timeout = absl::GetFlag(FLAGS_shutdown_timeout);
   std::printf("glossa-server: %s: draining (up to %s)\n", strsignal(signal),
               absl::FormatDuration(timeout).c_str());
   std::fflush(stdout);
-  health->Shutdown();  // every service reports NOT_SERVING from now on
-  service.StartDraining();  // HTTP requests too get UNAVAILABLE (503) from now on
+  health->Shutdown();        // every service reports NOT_SERVING from now on
+  service->StartDraining();  // HTTP requests too get UNAVAILABLE (503) from now on
   const absl::Time deadline = absl::Now() + timeout;
   // HTTP requests in progress are answered before HTTP stops (a stopped civetweb cannot write),
   // alongside gRPC's; the engines finish (or, past the deadline, end) the jobs of both.
@@ -435,8 +502,54 @@ int main(int argc, char** argv) {
     http_server.reset();
   });
   server->Shutdown(absl::ToChronoTime(deadline));  // waits for in-flight calls, then cancels
-  (*registry)->Shutdown(deadline);
+  registry->Shutdown(deadline);
   http_stop.join();
   std::printf("glossa-server: stopped\n");
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "glossa-server: " << status.message() << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  glossa::UsePassiveOmpWait(argv);
+  const CommandLine line = ParseCommandLine(argc, argv);
+  const sigset_t signals = BlockSignals(/*reload=*/!absl::GetFlag(FLAGS_model_config).empty());
+
+  auto defaults = DefaultsFromFlags();
+  if (!defaults.ok()) return Fail(defaults.status());
+  auto specs = ModelSpecs(*defaults, argv[0]);
+  if (!specs.ok()) return Fail(specs.status());
+  auto registry = LoadModels(*specs);
+  if (!registry.ok()) return Fail(registry.status());
+
+  RequestMetrics request_metrics(ModelNames(**registry));
+  TranslatorService service(registry->get(), LimitsFromFlags(), &request_metrics);
+  std::unique_ptr<ResultCache> cache = CacheFromFlags();
+  service.SetCache(cache.get());
+  auto metrics =
+      StartMetrics(registry->get(), &request_metrics, cache.get(), line.metrics_listen_given);
+  if (!metrics.ok()) return Fail(metrics.status());
+  auto credentials = ServerCredentials();
+  if (!credentials.ok()) return Fail(credentials.status());
+  if (absl::Status token = RequireTokenFromFlags(service); !token.ok()) return Fail(token);
+  auto http = StartHttp(&service, line.http_listen_given);
+  if (!http.ok()) return Fail(http.status());
+  UnknownMethodService unknown_methods;
+  int port = 0;
+  auto server = StartGrpc(&service, *credentials, &unknown_methods, &port);
+  if (!server.ok()) return Fail(server.status());
+
+  grpc::HealthCheckServiceInterface* health = (*server)->GetHealthCheckService();
+  ReportServing(health, **registry);
+  std::unique_ptr<LiveModels> live =
+      FollowModelConfig(registry->get(), *defaults, health, &request_metrics);
+  PrintHowToCall(port, **registry);
+
+  const int signal = WaitForStopSignal(signals, live.get());
+  Drain(signal, server->get(), health, &service, std::move(http->server), registry->get());
   return 0;
 }

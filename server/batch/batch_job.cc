@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/batch/journal.h"
-#include "server/batch/log.h"
+#include "server/batch/io/journal.h"
+#include "server/batch/io/log.h"
 #include "server/batch/progress.h"
 #include "server/batch/queue.h"
 

@@ -14,9 +14,9 @@
 
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "server/batch/client.h"
-#include "server/batch/formats.h"
-#include "server/batch/input.h"
+#include "server/batch/client/client.h"
+#include "server/batch/io/formats.h"
+#include "server/batch/io/input.h"
 
 namespace glossa::batch {
 

@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/batch/batch_job.h"
-#include "server/batch/client.h"
-#include "server/batch/log.h"
+#include "server/batch/client/client.h"
+#include "server/batch/io/log.h"
 #include "server/batch/merge.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",

@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "server/batch/batch_job.h"
-#include "server/batch/journal.h"
-#include "server/batch/log.h"
+#include "server/batch/io/journal.h"
+#include "server/batch/io/log.h"
 
 namespace glossa::batch {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/batch/client.h"
+#include "server/batch/client/client.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "server/batch/formats.h"
+#include "server/batch/io/formats.h"
 
 #include <gtest/gtest.h>
 

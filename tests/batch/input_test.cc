@@ -1,4 +1,4 @@
-#include "server/batch/input.h"
+#include "server/batch/io/input.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "server/batch/journal.h"
+#include "server/batch/io/journal.h"
 
 #include <gtest/gtest.h>
 

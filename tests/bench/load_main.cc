@@ -26,8 +26,8 @@
 #include "absl/time/clock.h"
 #include "bench_util.h"
 #include "glossa/v1/translator.grpc.pb.h"
-#include "server/model_registry.h"
-#include "server/service.h"
+#include "server/models/model_registry.h"
+#include "server/grpc/service.h"
 
 ABSL_FLAG(std::string, server, "", "Address of a running server; empty: start one in-process");
 ABSL_FLAG(std::string, model, GLOSSA_DEMO_MODEL, "Model file for the in-process server");

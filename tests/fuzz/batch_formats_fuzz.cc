@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_split.h"
 #include "fuzz_util.h"
-#include "server/batch/formats.h"
+#include "server/batch/io/formats.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "server/html_text.h"
-#include "server/libretranslate.h"
+#include "server/text/html_text.h"
+#include "server/http_api/libretranslate.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "server/model_registry.h"
-#include "server/request.h"
+#include "server/models/model_registry.h"
+#include "server/request/request.h"
 #include "text/sentences.h"
 #include "text/tokenizer.h"
 

@@ -1,6 +1,6 @@
 // --model_config: parsing (text and JSON), diffing, and the registry's live changes
 // (ModelRegistry::Apply) with the demo model.
-#include "server/model_config.h"
+#include "server/models/model_config.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/model_registry.h"
+#include "server/models/model_registry.h"
 
 namespace glossa::server {
 namespace {

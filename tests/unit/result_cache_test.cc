@@ -1,5 +1,5 @@
 // The server's result cache: LRU order, the byte bound, statistics.
-#include "server/result_cache.h"
+#include "server/cache/result_cache.h"
 
 #include "gtest/gtest.h"
 

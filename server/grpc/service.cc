@@ -1,0 +1,460 @@
+#include "server/grpc/service.h"
+
+#include <deque>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "engine/document.h"
+#include "server/common/status_util.h"
+#include "text/languages.h"
+#include "util/status_macros.h"
+
+namespace glossa::server {
+namespace {
+
+absl::Time Deadline(const grpc::CallbackServerContext* context) {
+  const auto deadline = context->deadline();
+  if (deadline >= std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365)) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(deadline);
+}
+
+template <typename Message>
+grpc::ByteBuffer Serialize(const Message& message) {
+  grpc::ByteBuffer buffer;
+  bool own = false;
+  grpc::SerializationTraits<Message>::Serialize(message, &buffer, &own);
+  return buffer;
+}
+
+// Stops the job of a call gRPC cancelled (the client cancelled or went away) — unless the
+// call's deadline passed: gRPC cancels those too, but the engine ends a late job by itself within
+// one step, with DEADLINE_EXCEEDED, so that the expiry is counted as one (glossa_requests_total
+// code, glossa_deadline_exceeded_total) and not as a cancellation. The margin covers the clocks
+// of gRPC's timer and ours, and the client's own deadline: the server's copy starts when the call
+// reaches it, later than the client's by the call's time in transit and in gRPC's queues, so a
+// client whose deadline passes first sends a cancellation up to that much before the server's
+// deadline (under the soak test's load, at least 117 of 633 client deadlines did with a 5 ms
+// margin). A true cancellation within the margin runs on until the deadline, at most this long.
+constexpr auto kDeadlineMargin = std::chrono::milliseconds(50);
+
+void CancelUnlessExpired(Job* job, const grpc::CallbackServerContext* context) {
+  if (job == nullptr) return;
+  const auto now = std::chrono::system_clock::now();
+  if (context->deadline() <= now + kDeadlineMargin) return;
+  job->Cancel();
+}
+
+std::shared_ptr<Job> NewJob(const PreparedRequest& p, absl::Time deadline) {
+  auto job = std::make_shared<Job>();
+  job->sources = p.sources.sources;
+  job->search = p.search;
+  job->lane = p.lane;
+  job->deadline = deadline;
+  return job;
+}
+
+// Compared in constant time (for the secret's length), so that timing does not reveal a prefix.
+bool SameSecret(absl::string_view presented, absl::string_view secret) {
+  if (presented.size() != secret.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < secret.size(); ++i) diff |= presented[i] ^ secret[i];
+  return diff == 0;
+}
+
+// What a successful translation adds to the request metrics: source tokens (EOS included, as
+// the engine counts them), generated tokens of each best hypothesis (EOS excluded), the
+// non-empty texts whose translation is the text itself (untranslated), and the best hypotheses
+// that reached the length limit (truncated; with a forced EOS they still end with one).
+void SetResult(const PreparedRequest& p, const std::vector<std::string>& texts,
+               const std::vector<Translation>& translations, RpcRecord* record) {
+  RpcRecord::Result r;
+  for (const auto& source : p.sources.sources) {
+    r.input_tokens += static_cast<int64_t>(source.size());
+  }
+  const int eos = p.model->model->config().eos_id;
+  for (size_t i = 0; i < translations.size(); ++i) {
+    if (translations[i].hypotheses.empty()) continue;
+    const TranslatedHypothesis& best = translations[i].hypotheses.front();
+    const std::vector<int>& ids = best.token_ids;
+    const int64_t n = static_cast<int64_t>(ids.size());
+    // The target prefix was given, not generated (an empty text has neither).
+    const int64_t prefix = n > 0 ? static_cast<int64_t>(p.search.prefix.size()) : 0;
+    r.output_tokens += n - prefix - (!ids.empty() && ids.back() == eos ? 1 : 0);
+    if (n > 0 && n >= p.search.positions()) ++r.truncated;
+    const absl::string_view text =
+        i < texts.size() ? absl::StripAsciiWhitespace(texts[i]) : absl::string_view();
+    if (!text.empty() && text == absl::StripAsciiWhitespace(best.text)) ++r.untranslated;
+  }
+  record->SetResult(r);
+}
+
+// Unary Translate: answers once, when the engine finishes the job.
+class TranslateCall final : public grpc::ServerUnaryReactor {
+ public:
+  TranslateCall(const TranslatorService& service, grpc::CallbackServerContext* context,
+                const grpc::ByteBuffer& request, grpc::ByteBuffer* response)
+      : context_(context), record_(service.metrics(), Method::kTranslate) {
+    auto parsed = service.Parse(*context, request, &record_);
+    if (!parsed.ok()) {
+      End(ToGrpcStatus(parsed.status()));
+      return;
+    }
+    auto job = service.NewTranslateJob(
+        *parsed, Deadline(context), &record_,
+        [this, response](absl::StatusOr<v1::TranslateResponse> result) {
+          if (!result.ok()) {
+            End(ToGrpcStatus(result.status()));
+            return;
+          }
+          *response = Serialize(*result);
+          End(grpc::Status::OK);  // the reactor may be gone after this line
+        });
+    if (!job.ok()) {
+      End(ToGrpcStatus(job.status()));
+      return;
+    }
+    job_ = job->job;
+    const absl::Status submitted = job->engine->Submit(job_);
+    if (!submitted.ok()) End(ToGrpcStatus(submitted));
+  }
+  void OnCancel() override { CancelUnlessExpired(job_.get(), context_); }
+  void OnDone() override { delete this; }
+
+ private:
+  // Every way this RPC ends: its outcome is recorded, then the RPC finishes.
+  void End(const grpc::Status& status) {
+    record_.Finish(status);
+    Finish(status);
+  }
+
+  const grpc::CallbackServerContext* context_;
+  RpcRecord record_;
+  std::shared_ptr<Job> job_;
+};
+
+// TranslateStream: a message per newly certain piece of text, then a last one with the result.
+class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  StreamCall(const TranslatorService& service, grpc::CallbackServerContext* context,
+             const grpc::ByteBuffer& request)
+      : context_(context), record_(service.metrics(), Method::kTranslateStream) {
+    auto prepared = service.Prepare(*context, request, /*stream=*/true, &record_, &texts_);
+    if (!prepared.ok()) {
+      End(ToGrpcStatus(prepared.status()));
+      return;
+    }
+    p_ = std::make_shared<PreparedRequest>(*std::move(prepared));
+    if (p_->sources.sources.empty()) {  // the text is empty
+      Complete(DetokenizeResults(*p_->model->model, p_->sources, {}).front());
+      return;
+    }
+    ResultCache* cache = service.cache();
+    std::vector<std::optional<Translation>> cached = TakeCached(cache, texts_, p_.get());
+    if (cached.front()) {  // one message with the whole text
+      Complete(*cached.front());
+      return;
+    }
+    // The client knows its target prefix: the pieces stream the completion.
+    sent_tokens_ = p_->search.prefix.size();
+    sent_text_ = p_->model->model->tokenizer().DecodeTarget(p_->search.prefix);
+    job_ = NewJob(*p_, Deadline(context));
+    job_->on_tokens = [this](const std::vector<int>& stable) { OnTokens(stable); };
+    job_->on_done = [this, cache](JobResult result) {
+      if (!result.ok()) {
+        FinishWhenWritten(ToGrpcStatus(result.status()));
+        return;
+      }
+      std::vector<Translation> translations =
+          DetokenizeResults(*p_->model->model, p_->sources, *std::move(result));
+      StoreAndMerge(cache, texts_, *p_, {}, &translations);
+      Complete(translations.front());
+    };
+    const absl::Status submitted = p_->model->engine->Submit(job_);
+    if (!submitted.ok()) End(ToGrpcStatus(submitted));
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      pending_.pop_front();
+      if (!ok) {  // the client went away
+        CancelUnlessExpired(job_.get(), context_);
+        pending_.clear();
+      }
+      if (!pending_.empty()) {
+        StartWrite(&pending_.front());
+      } else {
+        writing_ = false;
+        finish = final_status_;
+      }
+    }
+    if (finish) End(*finish);  // outside the lock: OnDone may delete this
+  }
+  void OnCancel() override { CancelUnlessExpired(job_.get(), context_); }
+  void OnDone() override { delete this; }
+
+ private:
+  // Every way this RPC ends: its outcome is recorded, then the RPC finishes.
+  void End(const grpc::Status& status) {
+    record_.Finish(status);
+    Finish(status);
+  }
+
+  // Runs on the engine's worker thread: sends the text the new certain tokens add.
+  void OnTokens(const std::vector<int>& stable) {
+    const std::string text = p_->model->model->tokenizer().DecodeTarget(stable);
+    if (text.size() <= sent_text_.size() || text.compare(0, sent_text_.size(), sent_text_) != 0) {
+      return;  // no new text yet (or detokenisation changed earlier text: wait for the end)
+    }
+    v1::TranslateStreamResponse message;
+    message.set_text_piece(text.substr(sent_text_.size()));
+    message.mutable_token_ids()->Add(stable.begin() + sent_tokens_, stable.end());
+    sent_text_ = text;
+    sent_tokens_ = stable.size();
+    Send(message, std::nullopt);
+  }
+
+  void Complete(const Translation& result) {
+    v1::TranslateStreamResponse message;
+    const auto& best = result.hypotheses.front();
+    if (best.text.compare(0, sent_text_.size(), sent_text_) == 0) {
+      message.set_text_piece(best.text.substr(sent_text_.size()));
+    }
+    if (best.token_ids.size() > sent_tokens_) {
+      message.mutable_token_ids()->Add(best.token_ids.begin() + sent_tokens_, best.token_ids.end());
+    }
+    message.set_done(true);
+    ToProto(result, p_->return_scores, message.mutable_result());
+    SetResult(*p_, texts_, {result}, &record_);  // before Send: OnWriteDone may finish at once
+    Send(message, grpc::Status::OK);
+  }
+
+  void FinishWhenWritten(grpc::Status status) {
+    bool now;
+    {
+      absl::MutexLock lock(&mu_);
+      final_status_ = status;
+      now = !writing_;
+    }
+    if (now) End(status);
+  }
+
+  void Send(const v1::TranslateStreamResponse& message, std::optional<grpc::Status> then_finish) {
+    absl::MutexLock lock(&mu_);
+    if (then_finish) final_status_ = then_finish;
+    pending_.push_back(Serialize(message));
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&pending_.front());
+    }
+  }
+
+  const grpc::CallbackServerContext* context_;
+  RpcRecord record_;
+  std::vector<std::string> texts_;
+  std::shared_ptr<PreparedRequest> p_;
+  std::shared_ptr<Job> job_;
+  std::string sent_text_;  // touched only by the worker thread, and by Complete after it
+  size_t sent_tokens_ = 0;
+  absl::Mutex mu_;
+  std::deque<grpc::ByteBuffer> pending_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+TranslatorService::TranslatorService(const ModelRegistry* registry, RequestLimits limits,
+                                     RequestMetrics* metrics)
+    : registry_(registry), limits_(limits), metrics_(metrics) {}
+
+absl::Status TranslatorService::Authenticate(const grpc::CallbackServerContext& context) const {
+  if (token_.empty()) return absl::OkStatus();
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it != metadata.end() &&
+      SameSecret(absl::string_view(it->second.data(), it->second.size()), "Bearer " + token_)) {
+    return absl::OkStatus();
+  }
+  return absl::UnauthenticatedError(
+      "this server requires a bearer token: send the metadata 'authorization: Bearer <token>'");
+}
+
+absl::Status TranslatorService::CheckToken(absl::string_view token) const {
+  if (token_.empty() || SameSecret(token, token_)) return absl::OkStatus();
+  return absl::UnauthenticatedError("this server requires an API key (the server's bearer token)");
+}
+
+absl::StatusOr<v1::TranslateRequest> TranslatorService::Parse(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer,
+    RpcRecord* record) const {
+  if (absl::Status auth = Authenticate(context); !auth.ok()) return auth;
+  if (!buffer.Valid()) {
+    // No request message at all (a valid empty request is an empty but valid buffer): the
+    // client cancelled, or its deadline passed, before the message arrived. Found by the soak
+    // test, which saw such calls counted as INVALID_ARGUMENT that no client ever received.
+    return absl::CancelledError("the call ended before its request arrived");
+  }
+  grpc::Slice slice;
+  v1::TranslateRequest request;
+  const bool parsed = buffer.DumpToSingleSlice(&slice).ok() &&
+                      ParseTranslateRequest(slice.begin(), slice.size(), &request);
+  if (parsed) record->SetModel(request.model());
+  if (draining_.load()) {
+    return absl::UnavailableError("the server is shutting down: retry on another replica");
+  }
+  if (!parsed) {
+    return absl::InvalidArgumentError("the request is not a valid glossa.v1.TranslateRequest");
+  }
+  return request;
+}
+
+absl::StatusOr<PreparedRequest> TranslatorService::Prepare(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer, bool stream,
+    RpcRecord* record, std::vector<std::string>* texts) const {
+  GLOSSA_ASSIGN_OR_RETURN(v1::TranslateRequest request, Parse(context, buffer, record));
+  return PrepareParsed(request, stream, record, texts);
+}
+
+absl::StatusOr<PreparedRequest> TranslatorService::PrepareParsed(
+    const v1::TranslateRequest& request, bool stream, RpcRecord* record,
+    std::vector<std::string>* texts) const {
+  record->SetModel(request.model());
+  if (draining_.load()) {
+    return absl::UnavailableError("the server is shutting down: retry on another replica");
+  }
+  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest p, PrepareRequest(request, *registry_, limits_, stream));
+  // What SetResult compares the translations with: the sentences when the texts were split.
+  if (p.documents != nullptr) {
+    *texts = p.documents->sentences;
+  } else {
+    texts->assign(request.texts().begin(), request.texts().end());
+  }
+  return p;
+}
+
+absl::StatusOr<TranslatorService::TranslateJob> TranslatorService::NewTranslateJob(
+    const v1::TranslateRequest& request, absl::Time deadline, RpcRecord* record,
+    TranslateDone done) const {
+  auto texts = std::make_shared<std::vector<std::string>>();
+  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest prepared,
+                          PrepareParsed(request, /*stream=*/false, record, texts.get()));
+  auto p = std::make_shared<PreparedRequest>(std::move(prepared));
+  // Texts in the result cache are answered from it; the engine gets the others (maybe none:
+  // then Submit calls on_done at once).
+  auto cached = std::make_shared<std::vector<std::optional<Translation>>>(
+      TakeCached(cache_, *texts, p.get()));
+  TranslateJob out;
+  out.engine = p->model->engine.get();
+  out.job = NewJob(*p, deadline);
+  out.job->on_done = [p, texts, record, cached, cache = cache_,
+                      done = std::move(done)](JobResult result) {
+    if (!result.ok()) {
+      done(result.status());
+      return;
+    }
+    std::vector<Translation> translations =
+        DetokenizeResults(*p->model->model, p->sources, *std::move(result));
+    StoreAndMerge(cache, *texts, *p, std::move(*cached), &translations);
+    SetResult(*p, *texts, translations, record);  // per sentence when the texts were split
+    if (p->documents != nullptr) translations = JoinDocuments(*p->documents, translations);
+    v1::TranslateResponse message;
+    message.set_model(p->model->name);
+    for (const Translation& t : translations) {
+      ToProto(t, p->return_scores, message.add_translations());
+    }
+    done(std::move(message));
+  };
+  return out;
+}
+
+grpc::ServerUnaryReactor* TranslatorService::Translate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return new TranslateCall(*this, context, *request, response);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TranslatorService::TranslateStream(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return new StreamCall(*this, context, *request);
+}
+
+absl::StatusOr<v1::ListModelsResponse> TranslatorService::ListModels(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer) const {
+  if (absl::Status auth = Authenticate(context); !auth.ok()) return auth;
+  if (!buffer.Valid()) return absl::CancelledError("the call ended before its request arrived");
+  grpc::Slice slice;
+  v1::ListModelsRequest request;
+  if (!buffer.DumpToSingleSlice(&slice).ok() ||
+      !request.ParseFromArray(slice.begin(), static_cast<int>(slice.size()))) {
+    return absl::InvalidArgumentError("the request is not a valid glossa.v1.ListModelsRequest");
+  }
+  return Models();
+}
+
+v1::ListModelsResponse TranslatorService::Models() const {
+  v1::ListModelsResponse response;
+  for (const auto& [name, entry] : registry_->models()) {
+    const ModelInfo& info = entry->model->info();
+    const ModelConfig& c = info.config;
+    v1::ModelInfo* m = response.add_models();
+    m->set_name(name);
+    // The file path stays on the server (its log names it at startup): clients get the name.
+    m->set_source_language(info.source_language);
+    m->set_target_language(info.target_language);
+    for (const std::string& code : SourceLanguages(info)) m->add_source_languages(code);
+    for (const std::string& code : TargetLanguages(info, entry->model->tokenizer())) {
+      m->add_target_languages(code);
+    }
+    m->set_architecture(c.architecture);
+    m->set_dtype(info.dtype);
+    m->set_source_vocab_size(c.source_vocab_size);
+    m->set_target_vocab_size(c.target_vocab_size);
+    m->set_encoder_layers(c.encoder_layers);
+    m->set_decoder_layers(c.decoder_layers);
+    m->set_d_model(c.d_model);
+    m->set_attention_heads(c.encoder_heads);
+    m->set_ffn_dim(c.encoder_ffn_dim);
+    m->set_max_input_tokens(limits_.max_text_tokens > 0
+                                ? std::min(limits_.max_text_tokens, c.max_positions)
+                                : c.max_positions);
+    m->set_max_output_tokens(entry->engine->options().max_output_tokens);
+  }
+  return response;
+}
+
+grpc::ServerUnaryReactor* TranslatorService::ListModels(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  RpcRecord record(metrics_, Method::kListModels);
+  absl::StatusOr<v1::ListModelsResponse> models = ListModels(*context, *request);
+  const grpc::Status status = models.ok() ? grpc::Status::OK : ToGrpcStatus(models.status());
+  if (models.ok()) *response = Serialize(*models);
+  record.Finish(status);
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+grpc::ServerGenericBidiReactor* UnknownMethodService::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  class Reactor final : public grpc::ServerGenericBidiReactor {
+   public:
+    explicit Reactor(const std::string& method) {
+      Finish(grpc::Status(
+          grpc::StatusCode::UNIMPLEMENTED,
+          absl::StrCat("this server has no method ", QuoteForMessage(method, 200),
+                       "; it serves /glossa.v1.Translator/{Translate,TranslateStream,ListModels}, "
+                       "grpc.health.v1.Health and server reflection")));
+    }
+    void OnDone() override { delete this; }
+  };
+  return new Reactor(context->method());
+}
+
+}  // namespace glossa::server

@@ -1,0 +1,113 @@
+// The gRPC Translator service (callback API: no thread per request). Each RPC validates the
+// request, submits one job to the model's engine, and answers from the engine's callbacks; a
+// client that cancels or whose deadline passes stops its job within one decoder step.
+#ifndef GLOSSA_SERVER_GRPC_SERVICE_H_
+#define GLOSSA_SERVER_GRPC_SERVICE_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include <grpcpp/generic/async_generic_service.h>
+
+#include "glossa/v1/translator.grpc.pb.h"
+#include "server/metrics/metrics.h"
+#include "server/models/model_registry.h"
+#include "server/request/request.h"
+#include "server/cache/result_cache.h"
+
+namespace glossa::server {
+
+// Every method takes its request as raw bytes: Translate and TranslateStream so that invalid
+// UTF-8 gets INVALID_ARGUMENT from Glossa (see raw_request.proto), all three so that a request
+// protobuf cannot parse gets INVALID_ARGUMENT with a message; with typed methods gRPC answers a
+// parse failure with UNIMPLEMENTED and no message.
+using TranslatorBase = v1::Translator::WithRawCallbackMethod_Translate<
+    v1::Translator::WithRawCallbackMethod_TranslateStream<
+        v1::Translator::WithRawCallbackMethod_ListModels<v1::Translator::CallbackService>>>;
+
+class TranslatorService final : public TranslatorBase {
+ public:
+  // metrics: where every RPC's outcome is recorded (may be null: nothing is recorded).
+  TranslatorService(const ModelRegistry* registry, RequestLimits limits,
+                    RequestMetrics* metrics = nullptr);
+
+  grpc::ServerUnaryReactor* Translate(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* TranslateStream(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+
+  // From now on new requests get UNAVAILABLE; in-flight ones continue.
+  void StartDraining() { draining_.store(true); }
+  // Requires "authorization: Bearer <token>" metadata on Translate, TranslateStream and
+  // ListModels (health and reflection stay open for probes). Empty: no check.
+  void RequireToken(std::string token) { token_ = std::move(token); }
+  // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
+  absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
+  // The same check for other transports (HTTP): `token` is what the client presented.
+  absl::Status CheckToken(absl::string_view token) const;
+
+  // Authentication and parsing of a gRPC TranslateRequest (UNAVAILABLE while draining comes
+  // before a parse failure); tells `record` the model the request names.
+  absl::StatusOr<v1::TranslateRequest> Parse(const grpc::CallbackServerContext& context,
+                                             const grpc::ByteBuffer& request,
+                                             RpcRecord* record) const;
+  // Parsing and validation shared by both translation RPCs (UNAVAILABLE while draining). Tells
+  // `record` the model the request names (even when it fails) and keeps the texts in `texts`.
+  absl::StatusOr<PreparedRequest> Prepare(const grpc::CallbackServerContext& context,
+                                          const grpc::ByteBuffer& request, bool stream,
+                                          RpcRecord* record, std::vector<std::string>* texts) const;
+  // Prepare's checks of a parsed request: what every transport shares.
+  absl::StatusOr<PreparedRequest> PrepareParsed(const v1::TranslateRequest& request, bool stream,
+                                                RpcRecord* record,
+                                                std::vector<std::string>* texts) const;
+
+  // The unary translation behind gRPC's Translate and the HTTP API, transport-neutral: validates
+  // `request` (PrepareParsed) and returns a job for `engine` whose on_done builds the response,
+  // records the result in `record` (which must outlive the job; the caller finishes it) and calls
+  // `done` once. Nothing runs until the caller submits the job (Engine::Submit); when that fails,
+  // `done` is never called.
+  using TranslateDone = std::function<void(absl::StatusOr<v1::TranslateResponse>)>;
+  struct TranslateJob {
+    std::shared_ptr<Job> job;
+    Engine* engine = nullptr;
+  };
+  absl::StatusOr<TranslateJob> NewTranslateJob(const v1::TranslateRequest& request,
+                                               absl::Time deadline, RpcRecord* record,
+                                               TranslateDone done) const;
+  // ListModels' answer, for any transport (the caller authenticates).
+  v1::ListModelsResponse Models() const;
+  RequestMetrics* metrics() const { return metrics_; }
+  // The result cache (null: none). Must outlive the service.
+  void SetCache(ResultCache* cache) { cache_ = cache; }
+  ResultCache* cache() const { return cache_; }
+  const ModelRegistry& registry() const { return *registry_; }
+
+ private:
+  const ModelRegistry* registry_;
+  RequestLimits limits_;
+  RequestMetrics* metrics_;
+  ResultCache* cache_ = nullptr;
+  absl::StatusOr<v1::ListModelsResponse> ListModels(const grpc::CallbackServerContext& context,
+                                                     const grpc::ByteBuffer& request) const;
+
+  std::atomic<bool> draining_{false};
+  std::string token_;
+};
+
+// Answers calls to methods the server does not have (a wrong service or method name, or a
+// client built from another proto) with UNIMPLEMENTED and a message naming what it has, where
+// gRPC alone gives no message.
+class UnknownMethodService final : public grpc::CallbackGenericService {
+ public:
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override;
+};
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_GRPC_SERVICE_H_

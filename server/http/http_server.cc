@@ -1,0 +1,207 @@
+#include "server/http/http_server.h"
+
+#include <civetweb.h>
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/http/read_watchdog.h"
+
+namespace glossa::server {
+namespace {
+
+std::string Header(mg_connection* connection, const char* name) {
+  const char* value = mg_get_header(connection, name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+std::string ErrorJson(absl::string_view message) {
+  // Only fixed ASCII messages come here: no escaping needed.
+  return absl::StrCat("{\"error\":\"", message, "\"}");
+}
+
+void Write(mg_connection* connection, const HttpResponse& response) {
+  // CORS: LibreTranslate's clients include browser extensions and web pages of other origins.
+  const std::string head =
+      absl::StrCat("HTTP/1.1 ", response.status, " ", HttpReason(response.status), "\r\n",
+                   "Content-Type: ", response.content_type, "\r\n",
+                   "Content-Length: ", response.body.size(), "\r\n",
+                   "Access-Control-Allow-Origin: *\r\n"
+                   "Access-Control-Allow-Headers: Content-Type, Authorization\r\n"
+                   "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
+                   "Cache-Control: no-store\r\n"
+                   "X-Content-Type-Options: nosniff\r\n"
+                   "Connection: close\r\n\r\n");
+  if (mg_write(connection, head.data(), head.size()) <= 0) return;  // the client went away
+  if (!response.body.empty()) mg_write(connection, response.body.data(), response.body.size());
+}
+
+bool HasBody(absl::string_view method) {
+  return method == "POST" || method == "PUT" || method == "PATCH";
+}
+
+}  // namespace
+
+const char* HttpReason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+  }
+  return "Unknown";
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
+                                                              HttpHandler handler) {
+  std::unique_ptr<HttpServer> server(new HttpServer());
+  server->options_ = options;
+  server->handler_ = std::move(handler);
+  mg_init_library(0);
+  const std::string threads = absl::StrCat(options.threads);
+  const std::string timeout_ms = absl::StrCat(absl::ToInt64Milliseconds(options.timeout));
+  const std::string header_bytes = absl::StrCat(options.max_header_bytes);
+  const char* config[] = {"listening_ports",
+                          options.address.c_str(),
+                          "num_threads",
+                          threads.c_str(),
+                          "request_timeout_ms",
+                          timeout_ms.c_str(),
+                          "max_request_size",
+                          header_bytes.c_str(),
+                          "enable_keep_alive",
+                          "no",
+                          nullptr};
+  mg_callbacks callbacks;
+  std::memset(&callbacks, 0, sizeof(callbacks));
+  callbacks.begin_request = &HttpServer::OnRequest;
+  callbacks.log_message = [](const mg_connection*, const char*) { return 1; };  // quiet
+  server->context_ = mg_start(&callbacks, server.get(), config);
+  if (server->context_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve HTTP on ", options.address,
+                     " (the port is in use, or the host is not an address of this machine)"));
+  }
+  mg_server_port ports[4];
+  const int n = mg_get_server_ports(server->context_, 4, ports);
+  if (n <= 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address));
+  server->port_ = ports[0].port;
+  return server;
+}
+
+HttpServer::~HttpServer() {
+  if (context_ != nullptr) mg_stop(context_);
+}
+
+HttpServer::BodyRead HttpServer::ReadBody(mg_connection* connection, const mg_request_info* info,
+                                          std::string* body) {
+  // civetweb reads Content-Length and chunked bodies alike; the watchdog ends a read that is
+  // still going at the deadline (see read_watchdog.h).
+  // A client that asks before sending its body (curl does for large ones) would wait for a
+  // second or more: civetweb answers "Expect: 100-continue" only for its own file handlers.
+  const char* expect = mg_get_header(connection, "Expect");
+  if (expect != nullptr && absl::EqualsIgnoreCase(expect, "100-continue")) {
+    mg_printf(connection, "HTTP/1.1 100 Continue\r\n\r\n");
+  }
+  const int fd = FindConnectionSocket(info->remote_addr, info->remote_port, info->server_port);
+  const uint64_t ticket = fd >= 0 ? watchdog_.Arm(fd, absl::Now() + options_.timeout) : 0;
+  BodyRead result = BodyRead::kComplete;
+  char buffer[16384];
+  for (;;) {
+    const int n = mg_read(connection, buffer, sizeof(buffer));
+    if (n < 0) result = BodyRead::kFailed;
+    if (n <= 0) break;
+    if (static_cast<int64_t>(body->size()) + n > options_.max_body_bytes) {
+      result = BodyRead::kTooLarge;
+      break;
+    }
+    body->append(buffer, static_cast<size_t>(n));
+  }
+  if (ticket != 0 && watchdog_.Disarm(ticket)) result = BodyRead::kTooSlow;
+  return result;
+}
+
+void HttpServer::Drain(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_progress_ == 0; };
+  mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+int HttpServer::OnRequest(mg_connection* connection) {
+  auto* self = static_cast<HttpServer*>(mg_get_user_data(mg_get_context(connection)));
+  {
+    absl::MutexLock lock(&self->mu_);
+    ++self->in_progress_;
+  }
+  // No exception may cross civetweb's C frames: anything unexpected is a 500.
+  try {
+    self->Serve(connection);
+  } catch (...) {
+    Write(connection, {500, "application/json", ErrorJson("internal error")});
+  }
+  absl::MutexLock lock(&self->mu_);
+  --self->in_progress_;
+  return 1;  // answered: civetweb does nothing more with this request
+}
+
+void HttpServer::Serve(mg_connection* connection) {
+  const mg_request_info* info = mg_get_request_info(connection);
+  HttpRequest request;
+  request.method = info->request_method != nullptr ? info->request_method : "";
+  request.path = info->local_uri != nullptr ? info->local_uri : "";
+  request.query = info->query_string != nullptr ? info->query_string : "";
+  request.content_type = Header(connection, "Content-Type");
+  request.authorization = Header(connection, "Authorization");
+  if (HasBody(request.method)) {
+    const int64_t limit = options_.max_body_bytes;
+    const std::string too_large =
+        ErrorJson(absl::StrCat("the body is larger than ", limit, " bytes"));
+    if (info->content_length > limit) {
+      Write(connection, {413, "application/json", too_large});
+      return;
+    }
+    switch (ReadBody(connection, info, &request.body)) {
+      case BodyRead::kComplete:
+        break;
+      case BodyRead::kTooLarge:
+        Write(connection, {413, "application/json", too_large});
+        return;
+      case BodyRead::kTooSlow:
+        Write(connection, {408, "application/json", ErrorJson("the body arrived too slowly")});
+        return;
+      case BodyRead::kFailed:
+        return;  // the connection failed: nobody to answer
+    }
+  }
+  Write(connection, handler_(request));
+}
+
+}  // namespace glossa::server

@@ -1,0 +1,84 @@
+// A small HTTP/1.1 server over civetweb (the library prometheus-cpp already links for /metrics,
+// so the HTTP API adds no new runtime dependency): it reads each request whole, within bounds,
+// hands it to one handler function and writes the handler's answer. Every connection is closed
+// after one request (no keep-alive), so that an idle client holds a thread at most `timeout`.
+#ifndef GLOSSA_SERVER_HTTP_HTTP_SERVER_H_
+#define GLOSSA_SERVER_HTTP_HTTP_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/http/read_watchdog.h"
+
+struct mg_context;
+struct mg_connection;
+struct mg_request_info;
+
+namespace glossa::server {
+
+struct HttpRequest {
+  std::string method;        // "GET", "POST", ...
+  std::string path;          // URL-decoded, without the query
+  std::string query;         // raw, without '?'
+  std::string content_type;  // the header's value, as sent
+  std::string authorization;
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+struct HttpServerOptions {
+  std::string address = "127.0.0.1:8080";  // HOST:PORT; port 0 picks a free one
+  int threads = 16;                        // requests served at once (a thread each)
+  // Reading a request (headers and body, in total) and each network write; a slower client is
+  // disconnected (slowloris).
+  absl::Duration timeout = absl::Seconds(30);
+  int64_t max_body_bytes = 4 << 20;  // larger bodies: 413, unread
+  int max_header_bytes = 16 << 10;   // the request line and headers together
+};
+
+class HttpServer {
+ public:
+  // Fails (UNAVAILABLE) when it cannot listen at the address.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
+                                                           HttpHandler handler);
+  // Waits until no request is in progress, or until the deadline. For a graceful stop: civetweb
+  // can no longer write once it stops, so the answers in progress must be out before that.
+  void Drain(absl::Time deadline);
+  // Stops listening and waits for the requests in progress (whose answers are then lost).
+  ~HttpServer();
+  int port() const { return port_; }
+
+ private:
+  HttpServer() = default;
+  static int OnRequest(mg_connection* connection);
+  void Serve(mg_connection* connection);
+  enum class BodyRead { kComplete, kTooLarge, kTooSlow, kFailed };
+  BodyRead ReadBody(mg_connection* connection, const mg_request_info* info, std::string* body);
+
+  HttpServerOptions options_;
+  HttpHandler handler_;
+  ReadWatchdog watchdog_;
+  absl::Mutex mu_;
+  int in_progress_ ABSL_GUARDED_BY(mu_) = 0;
+  mg_context* context_ = nullptr;
+  int port_ = 0;
+};
+
+// The reason phrase of the status codes this server answers with ("OK", "Bad Request", ...).
+const char* HttpReason(int status);
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_HTTP_HTTP_SERVER_H_

@@ -1,0 +1,160 @@
+#include "server/http_api/http_api.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "server/http_api/libretranslate.h"
+#include "server/common/status_util.h"
+#include "server/http_api/web_page.h"
+
+namespace glossa::server {
+namespace {
+
+HttpResponse JsonOk(std::string body) { return {200, "application/json", std::move(body)}; }
+
+// The result of a job, handed from the engine's worker to the waiting HTTP thread.
+struct Pending {
+  absl::Notification done;
+  absl::StatusOr<v1::TranslateResponse> result = absl::UnknownError("no result");
+};
+
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json);
+  if (!status.ok()) return absl::InternalError(std::string(status.message()));
+  return json;
+}
+
+}  // namespace
+
+int HttpStatusFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kFailedPrecondition:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+HttpResponse JsonError(int status, absl::string_view message) {
+  nlohmann::json body = {{"error", std::string(message)}};
+  // Messages may quote client bytes: anything that is not UTF-8 becomes U+FFFD, never a throw.
+  return {status, "application/json",
+          body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+}
+
+HttpResponse JsonError(const absl::Status& status) {
+  return JsonError(HttpStatusFor(status), status.message());
+}
+
+absl::string_view BearerToken(absl::string_view authorization) {
+  constexpr absl::string_view kBearer = "Bearer ";
+  if (!absl::StartsWithIgnoreCase(authorization, kBearer)) return "";
+  return authorization.substr(kBearer.size());
+}
+
+absl::StatusOr<v1::TranslateResponse> TranslateAndWait(const TranslatorService& service,
+                                                       const v1::TranslateRequest& request,
+                                                       absl::Duration timeout, RpcRecord* record) {
+  auto pending = std::make_shared<Pending>();
+  auto job = service.NewTranslateJob(request, absl::Now() + timeout, record,
+                                     [pending](absl::StatusOr<v1::TranslateResponse> result) {
+                                       pending->result = std::move(result);
+                                       pending->done.Notify();
+                                     });
+  if (!job.ok()) return job.status();
+  if (absl::Status submitted = job->engine->Submit(job->job); !submitted.ok()) return submitted;
+  // The engine ends a job past its deadline within one decoder step by itself. Should that ever
+  // not happen, cancel it (it then stops within a step) rather than leave `record` in use.
+  if (!pending->done.WaitForNotificationWithTimeout(timeout + absl::Seconds(30))) {
+    job->job->Cancel();
+    pending->done.WaitForNotification();
+  }
+  return pending->result;
+}
+
+HttpResponse HttpApi::Handle(const HttpRequest& request) const {
+  const std::string& path = request.path;
+  const bool get = request.method == "GET";
+  const bool post = request.method == "POST";
+  if (request.method == "OPTIONS") return {204, "text/plain", ""};  // CORS preflight
+  if (path == "/" || path == "/index.html") {
+    if (get) return {200, "text/html; charset=utf-8", std::string(kWebPage)};
+  } else if (path == "/translate") {
+    if (post) return LibreTranslate(*service_, request, timeout_);
+  } else if (path == "/languages") {
+    if (get) return LibreLanguages(*service_);
+  } else if (path == "/detect") {
+    if (post) return LibreDetect(*service_, request);
+  } else if (path == "/v1/translate") {
+    if (post) return V1Translate(request);
+  } else if (path == "/v1/models") {
+    if (get) return V1Models(request);
+  } else {
+    return JsonError(404,
+                     "no such path: this server has POST /translate, GET /languages, "
+                     "POST /detect (LibreTranslate), POST /v1/translate, GET /v1/models "
+                     "and the page at /");
+  }
+  return JsonError(405, absl::StrCat(request.method, " is not allowed on ", path));
+}
+
+HttpResponse HttpApi::V1Translate(const HttpRequest& http) const {
+  RpcRecord record(service_->metrics(), Method::kHttpV1Translate);
+  absl::StatusOr<std::string> json = [&]() -> absl::StatusOr<std::string> {
+    if (absl::Status auth = service_->CheckToken(BearerToken(http.authorization)); !auth.ok()) {
+      return absl::UnauthenticatedError(
+          "this server requires a bearer token: send the header 'Authorization: Bearer <token>'");
+    }
+    v1::TranslateRequest request;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(http.body, &request);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the body is not a glossa.v1.TranslateRequest in protobuf's JSON mapping: ",
+                       std::string(parsed.message()).substr(0, 300)));
+    }
+    auto response = TranslateAndWait(*service_, request, timeout_, &record);
+    if (!response.ok()) return response.status();
+    return ToJson(*response);
+  }();
+  record.Finish(ToGrpcStatus(json.status()));
+  return json.ok() ? JsonOk(*std::move(json)) : JsonError(json.status());
+}
+
+HttpResponse HttpApi::V1Models(const HttpRequest& http) const {
+  RpcRecord record(service_->metrics(), Method::kHttpV1Models);
+  absl::StatusOr<std::string> json = [&]() -> absl::StatusOr<std::string> {
+    if (absl::Status auth = service_->CheckToken(BearerToken(http.authorization)); !auth.ok()) {
+      return absl::UnauthenticatedError(
+          "this server requires a bearer token: send the header 'Authorization: Bearer <token>'");
+    }
+    return ToJson(service_->Models());
+  }();
+  record.Finish(ToGrpcStatus(json.status()));
+  return json.ok() ? JsonOk(*std::move(json)) : JsonError(json.status());
+}
+
+}  // namespace glossa::server

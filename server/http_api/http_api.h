@@ -1,0 +1,53 @@
+// The HTTP/JSON API of glossa-server (--http_listen): LibreTranslate's routes (POST /translate,
+// GET /languages, POST /detect; server/libretranslate.h), Glossa's own POST /v1/translate and
+// GET /v1/models (protobuf's JSON mapping of TranslateRequest/TranslateResponse and
+// ListModelsResponse), and the page at GET /. Translations go through TranslatorService's
+// transport-neutral NewTranslateJob, so limits, validation, the token, metrics (method label =
+// the path) and batching are gRPC's own.
+#ifndef GLOSSA_SERVER_HTTP_API_HTTP_API_H_
+#define GLOSSA_SERVER_HTTP_API_HTTP_API_H_
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "glossa/v1/translator.pb.h"
+#include "server/http/http_server.h"
+#include "server/metrics/metrics.h"
+#include "server/grpc/service.h"
+
+namespace glossa::server {
+
+class HttpApi {
+ public:
+  // service must outlive the API. timeout: how long one translation may take (then 504).
+  HttpApi(const TranslatorService* service, absl::Duration timeout)
+      : service_(service), timeout_(timeout) {}
+
+  HttpResponse Handle(const HttpRequest& request) const;
+
+ private:
+  HttpResponse V1Translate(const HttpRequest& request) const;
+  HttpResponse V1Models(const HttpRequest& request) const;
+
+  const TranslatorService* service_;
+  absl::Duration timeout_;
+};
+
+// Translates `request` through the service as gRPC's Translate does and waits for the result
+// (this HTTP thread blocks; the engine batches it with everything else). `record` is told the
+// model and result; the caller finishes it.
+absl::StatusOr<v1::TranslateResponse> TranslateAndWait(const TranslatorService& service,
+                                                       const v1::TranslateRequest& request,
+                                                       absl::Duration timeout, RpcRecord* record);
+
+// The HTTP status for an error: 400 for requests to change, 403 for the token, 404 for an
+// unknown model, 429 when the queue is full, 503 while shutting down, 504 past the deadline.
+int HttpStatusFor(const absl::Status& status);
+// {"error": message} with that status (LibreTranslate's error shape).
+HttpResponse JsonError(int status, absl::string_view message);
+HttpResponse JsonError(const absl::Status& status);
+// The token of an "Authorization: Bearer <token>" header ("" when there is none).
+absl::string_view BearerToken(absl::string_view authorization);
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_HTTP_API_HTTP_API_H_

@@ -1,0 +1,55 @@
+// LibreTranslate's API (its /translate, /languages and /detect), so that the tools written for
+// it (browser extensions, chat and forum plugins, editors, scripts) can point at Glossa. Shapes:
+//   POST /translate  JSON or form: q (string, or array of strings in JSON), source, target,
+//                    format (text: documents, split into sentences; html: the text nodes,
+//                    server/html_text.h), alternatives (n), api_key
+//                    -> {"translatedText": "..."} or {"translatedText": ["...", ...]}, with
+//                       "alternatives": [...] (per text in the array case) when asked for
+//   GET /languages   -> [{"code": "es", "name": "Spanish", "targets": ["en"]}, ...]
+//   POST /detect     q -> [{"confidence": 97.0, "language": "es"}, ...] (CLD2, among the
+//                    server's languages; source "auto" in /translate uses it too and adds
+//                    "detectedLanguage" to the answer)
+// Errors are {"error": "..."} with 400 (the request), 403 (the API key), 429 (queue full), 500.
+#ifndef GLOSSA_SERVER_HTTP_API_LIBRETRANSLATE_H_
+#define GLOSSA_SERVER_HTTP_API_LIBRETRANSLATE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/http/http_server.h"
+#include "server/models/model_registry.h"
+#include "server/grpc/service.h"
+
+namespace glossa::server {
+
+HttpResponse LibreTranslate(const TranslatorService& service, const HttpRequest& request,
+                            absl::Duration timeout);
+HttpResponse LibreLanguages(const TranslatorService& service);
+HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& request);
+
+// A /translate request, from JSON or form fields.
+struct LibreRequest {
+  std::vector<std::string> q;
+  bool batch = false;  // q was an array: answer with arrays
+  std::string source, target, format, api_key;
+  int alternatives = 0;
+};
+// INVALID_ARGUMENT with LibreTranslate's wording ("Invalid request: missing q parameter").
+absl::StatusOr<LibreRequest> ParseLibreRequest(const HttpRequest& request);
+
+// The model that translates source -> target. Today each model has one pair (ModelInfo's
+// source_language and target_language); the one place to change for per-model language lists.
+absl::StatusOr<std::shared_ptr<const LoadedModel>> ModelForPair(const ModelRegistry& registry,
+                                                                absl::string_view source,
+                                                                absl::string_view target);
+
+// application/x-www-form-urlencoded fields ("a=1&b=x+y%21"), decoded; repeated names keep the
+// first value.
+std::vector<std::pair<std::string, std::string>> ParseFormFields(absl::string_view body);
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_HTTP_API_LIBRETRANSLATE_H_

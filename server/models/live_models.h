@@ -1,0 +1,53 @@
+// --model_config while the server runs: re-reads the file on request (SIGHUP) and when it, or a
+// model file it names, changes, and applies it to the registry (ModelRegistry::Apply). A file
+// that cannot be read or parsed changes nothing; each reload's outcome is counted in the
+// registry's ReloadStats (glossa_model_reloads_total).
+#ifndef GLOSSA_SERVER_MODELS_LIVE_MODELS_H_
+#define GLOSSA_SERVER_MODELS_LIVE_MODELS_H_
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/models/model_config.h"
+#include "server/models/model_registry.h"
+
+namespace glossa::server {
+
+class LiveModels {
+ public:
+  // `registry` (loaded from the same file) must outlive this object. poll: how often the files'
+  // identities are checked; a change is applied once it has held still for one poll (so that
+  // a file being written is not read half way). Zero: no polling, only Reload().
+  LiveModels(ModelRegistry* registry, std::string config_path, ModelDefaults defaults,
+             absl::Duration poll);
+  ~LiveModels();  // Stop()
+
+  void Start();
+  // Asks for a reload now (from the SIGHUP handling thread); returns at once.
+  void Reload();
+  // Stops the thread, waiting for a reload in progress.
+  void Stop();
+
+ private:
+  void Loop();
+  void ReloadNow(const char* why);
+  std::string Fingerprint() const;
+
+  ModelRegistry* const registry_;
+  const std::string path_;
+  const ModelDefaults defaults_;
+  const absl::Duration poll_;
+  std::thread thread_;
+  absl::Mutex mu_;
+  bool reload_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> watched_paths_;  // model files of the last parsed config (thread_)
+};
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_MODELS_LIVE_MODELS_H_

@@ -1,0 +1,134 @@
+// The models a server holds: each a mapped model file and the engine that runs it.
+//
+// The set may change while the server runs (Apply, driven by LiveModels from --model_config):
+// a request holds its model through the shared_ptr that Find returns, so a model removed or
+// replaced meanwhile finishes the requests that found it. A model out of the set is "retiring":
+// once its last reference is gone, a background thread shuts its engine down (nothing is in
+// flight then) and frees it; after the drain timeout its engine is shut down even while
+// references remain (their jobs end with UNAVAILABLE).
+#ifndef GLOSSA_SERVER_MODELS_MODEL_REGISTRY_H_
+#define GLOSSA_SERVER_MODELS_MODEL_REGISTRY_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "server/models/model_config.h"
+
+namespace glossa::server {
+
+struct LoadedModel {
+  std::string name;
+  std::string path;
+  std::shared_ptr<const Model> model;
+  std::unique_ptr<Engine> engine;
+  // Unique to this load within the process: a model replaced under the same name gets a new
+  // one (the result cache keys by it, so the old model's translations are not served).
+  uint64_t generation = 0;
+  ModelSpec spec;   // what it was loaded from
+  FileStamp stamp;  // the file as it was just before it was loaded
+};
+
+class ModelRegistry {
+ public:
+  // specs: "NAME=PATH" (or a bare PATH, named after the file). Fails on the first model that
+  // cannot be loaded, or on a repeated name.
+  static absl::StatusOr<std::unique_ptr<ModelRegistry>> Load(
+      const std::vector<std::string>& specs, const EngineOptions& options,
+      const ModelOptions& model_options = {});
+  // The same from resolved specs (--model flags or a --model_config file).
+  static absl::StatusOr<std::unique_ptr<ModelRegistry>> Load(const std::vector<ModelSpec>& specs);
+
+  ModelRegistry() = default;
+  ~ModelRegistry();  // Shutdown(now) unless done
+  ModelRegistry(const ModelRegistry&) = delete;
+  ModelRegistry& operator=(const ModelRegistry&) = delete;
+
+  // The model a request names. An empty name picks the only model; with several,
+  // INVALID_ARGUMENT. An unknown name: NOT_FOUND listing the loaded names. The model stays
+  // alive (and its engine running) while the caller holds it.
+  absl::StatusOr<std::shared_ptr<LoadedModel>> Find(const std::string& name) const;
+  // The models served now (a snapshot).
+  std::map<std::string, std::shared_ptr<LoadedModel>> models() const;
+  std::string Names() const;
+
+  // Called (outside the registry's locks, from the thread that changes the set) when a name
+  // starts serving (true: loaded, or replaced) or stops (false: removed, or a new name that
+  // is loading). Set it before the first Apply.
+  using ServingCallback = std::function<void(const std::string& name, bool serving)>;
+  void SetServingCallback(ServingCallback callback);
+  // How long the requests of a removed or replaced model may run before its engine is shut down
+  // anyway (default 30 s).
+  void SetDrainTimeout(absl::Duration timeout) { drain_timeout_ = timeout; }
+
+  // Makes the set what `specs` says: removes the names it lacks at once (new requests get
+  // NOT_FOUND; in-flight ones finish), loads the names it adds and those whose spec or model
+  // file changed, each swapped in once loaded. A model that fails to load changes nothing for
+  // its name (the old model, if any, keeps serving). Logs each change on stderr. One Apply at a
+  // time (callers are serialized).
+  struct ApplyResult {
+    std::vector<std::string> added, replaced, removed;
+    std::vector<std::string> failed;  // names whose load failed, with the reasons logged
+  };
+  ApplyResult Apply(const std::vector<ModelSpec>& specs);
+
+  // Reload bookkeeping for the metrics (LiveModels records each reload's outcome).
+  void RecordReload(bool ok);
+  struct ReloadStats {
+    uint64_t reloads_ok = 0, reloads_failed = 0;
+    bool last_reload_ok = true;
+    std::map<std::string, uint64_t> load_failures;  // by model name
+    int64_t retiring = 0;                           // removed or replaced models not yet unloaded
+  };
+  ReloadStats reload_stats() const;
+
+  // Shuts every engine down (in parallel), finishing work until the deadline.
+  void Shutdown(absl::Time deadline);
+
+ private:
+  using ModelMap = std::map<std::string, std::shared_ptr<LoadedModel>>;
+  // Apply's steps; each returns false once the registry has shut down (Apply stops there).
+  bool RemoveUnwanted(const ModelMap& current, const std::set<std::string>& wanted,
+                      ApplyResult* result);
+  bool LoadOrReplace(const ModelSpec& spec, const ModelMap& current,
+                     std::vector<std::shared_ptr<LoadedModel>>* loaded_now, ApplyResult* result);
+  struct Retiring {
+    absl::Time since;
+    bool forced = false;  // its engine was shut down at the drain timeout
+  };
+  // Wraps a newly loaded model: its last reference hands it to the reaper.
+  std::shared_ptr<LoadedModel> Own(std::unique_ptr<LoadedModel> model);
+  void Released(LoadedModel* model);
+  // Moves a model out of the set into retirement; the caller drops `model` after the lock.
+  void RetireLocked(const std::shared_ptr<LoadedModel>& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReaperLoop();
+  void Notify(const std::string& name, bool serving) const;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<LoadedModel>> models_ ABSL_GUARDED_BY(mu_);
+  std::map<LoadedModel*, Retiring> retiring_ ABSL_GUARDED_BY(mu_);
+  std::vector<LoadedModel*> released_ ABSL_GUARDED_BY(mu_);  // retired, unreferenced
+  std::thread reaper_ ABSL_GUARDED_BY(mu_);
+  bool reaper_running_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  ReloadStats stats_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex apply_mu_;  // one Apply at a time
+  ServingCallback serving_callback_;
+  absl::Duration drain_timeout_ = absl::Seconds(30);
+};
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_MODELS_MODEL_REGISTRY_H_

@@ -46,19 +46,19 @@ std::vector<uint32_t> Crc32Ranges(const std::vector<ByteRange>& ranges, int thre
       if (piece_done) piece_done(bytes);
     }
   };
-  std::vector<std::thread> helpers;
+  std::vector<std::thread> others;
   // A thread per 16 MiB at most: a small file is summed before a thread would have started.
   const size_t wanted = std::min<size_t>({static_cast<size_t>(std::max(threads, 1)),
                                           pieces.size(), total / kPieceBytes + 1});
   for (size_t t = 1; t < wanted; ++t) {
     try {
-      helpers.emplace_back(work);
+      others.emplace_back(work);
     } catch (const std::system_error&) {
       break;  // fewer threads: the pieces are shared out all the same
     }
   }
   work();
-  for (std::thread& t : helpers) t.join();
+  for (std::thread& t : others) t.join();
   std::vector<uint32_t> crcs(ranges.size(), static_cast<uint32_t>(crc32(0L, Z_NULL, 0)));
   for (const Piece& p : pieces) {  // in order within each range
     crcs[p.range] = static_cast<uint32_t>(

@@ -8,8 +8,7 @@ namespace glossa {
 // cross-attention keys and values when they finish: with glibc's defaults those buffers (hundreds
 // of KB to MBs) are mapped and unmapped, or trimmed off the heap, again and again, and every page
 // of the next one faults in anew — on a virtual machine a page fault is expensive (this call alone:
-// demo batch 32 on one core +1-4% tokens/s, alternating runs; tests/bench/PEER-HISTORY.md, "Encoder
-// buffers and freed memory"). Sets the mmap threshold to 32 MB (glibc's largest dynamic value:
+// demo batch 32 on one core +1-4% tokens/s, alternating runs). Sets the mmap threshold to 32 MB (glibc's largest dynamic value:
 // larger blocks are still mapped) and the trim threshold to 256 MB (free memory above it at the top
 // of a heap is still returned). Peak RSS grew by 3-4 MB in those runs, and RSS after a burst stays
 // nearer its peak. Does nothing when the environment already tunes malloc (GLIBC_TUNABLES naming

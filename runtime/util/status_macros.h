@@ -1,4 +1,4 @@
-// Tiny status helpers: Debian's Abseil 20220623 has no ABSL_RETURN_IF_ERROR.
+// Status macros: Debian's Abseil 20220623 has no ABSL_RETURN_IF_ERROR.
 #ifndef GLOSSA_RUNTIME_UTIL_STATUS_MACROS_H_
 #define GLOSSA_RUNTIME_UTIL_STATUS_MACROS_H_
 

@@ -1,4 +1,4 @@
-// Small helpers for glossa-bench: reading inputs, parsing flag lists, statistics and /proc.
+// What glossa-bench shares: reading inputs, parsing flag lists, statistics and /proc.
 #ifndef GLOSSA_TESTS_BENCH_BENCH_UTIL_H_
 #define GLOSSA_TESTS_BENCH_BENCH_UTIL_H_
 

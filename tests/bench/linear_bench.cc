@@ -30,8 +30,8 @@
 //   BM_EmbedTokens/copy              32 embedding rows at random ids of a model file's
 //                                    decoder.embed_tokens (GLOSSA_BENCH_MODEL, default the
 //                                    demo model, run from the repository root), read in place
-//                                    through the mapping (0) or with ModelFile::CopyOut (1, pread,
-//                                    as the model read them before the twenty-fourth session;
+//                                    through the mapping (0) or with ModelFile::CopyOut (1, a pread
+//                                    per row;
 //                                    2: through an ops::RowCache of every row, as the model reads
 //                                    them now, warm after the first iterations); counter rows/s.
 //   BM_PeakRate/int8                 the core's peak (bench_util's MeasureFmaPeak, 0, GFLOP/s, or

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Model load: seconds to the first translation, memory after load, and a second process on the
-same model file (issue 14: "Loading a 600M-parameter model file is measured").
+same model file.
 
     /usr/bin/python3 tests/bench/load_bench.py [--model nllb-600m] [--compute_types float32,int8]
         [--workers 2] [--json FILE] [--work_dir /tmp/glossa-peer]

@@ -1,4 +1,4 @@
-// Helpers shared by Glossa's C++ tests: the demo model, the shared golden data, teacher forcing.
+// Code shared by Glossa's C++ tests: the demo model, the shared golden data, teacher forcing.
 #ifndef GLOSSA_TESTS_COMMON_TEST_UTIL_H_
 #define GLOSSA_TESTS_COMMON_TEST_UTIL_H_
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A survey of bad and odd inputs against one glossa-server, as a table (issue #8).
+"""A survey of bad and odd inputs against one glossa-server, as a table.
 
 Each case sends something a careless or hostile client might send: out-of-range and NaN
 options, odd text, malformed protobuf, oversized messages and metadata, HTTP/1.1 and garbage on

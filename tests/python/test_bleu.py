@@ -59,7 +59,7 @@ class CorpusBleuTest(unittest.TestCase):
 
     def test_raw_bleu(self):
         for hyps, refs, expected in (
-            (["this is a test", "another test"], [["ref1", "ref2"]], 0.0),  # no match at all: 0 (#141)
+            (["this is a test", "another test"], [["ref1", "ref2"]], 0.0),  # no match at all: 0 (sacreBLEU #141)
             (["this is a test"], [["this is a test"]], 1.0),
             (["this is a fest"], [["this is a test"]], 0.223606797749979),
         ):

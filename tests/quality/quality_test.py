@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Translation quality of bfloat16 and int8 weights against float32 (issue #7).
+"""Translation quality of bfloat16 and int8 weights against float32.
 
 Translates ../shared/golden/dev.es (417 lines) with glossa-translate, greedy and beam 4, for:
 
@@ -12,7 +12,7 @@ Translates ../shared/golden/dev.es (417 lines) with glossa-translate, greedy and
   int8_fast-load   the float32 file with --compute_type int8_fast (8-bit activations)
 
 and checks, per variant and decoding mode:
-  - at least 90% of the lines are identical to float32's (issue #7's target) for bfloat16 and
+  - at least 90% of the lines are identical to float32's (the target) for bfloat16 and
     int8; for int8_fast at least 80%, a regression floor only: with one u8 code per input value
     it reaches 84-88% on this model (int8 carries a second code for the rounding residual and
     agrees as often as weights quantized alone do), and the test prints its gap to 90% as a
@@ -77,7 +77,7 @@ VARIANTS = {
 SAME_OUTPUTS = [("bfloat16", "bfloat16-load"), ("int8", "int8-load")]
 MODES = {"greedy": 1, "beam4": 4}
 
-TARGET_AGREEMENT = 0.90  # issue #7
+TARGET_AGREEMENT = 0.90  # the share of lines identical to float32 aimed at
 
 
 def min_agreement(variant, model=MODEL_NAME):
@@ -85,7 +85,7 @@ def min_agreement(variant, model=MODEL_NAME):
     if model != MODEL_NAME and variant.startswith("int8"):
         # The small family models (10 CPU-minutes of fine-tuning) are more sensitive to int8:
         # measured 86-91% for int8 and 78-87% for int8_fast (BLEU within 0.25 of float32). These
-        # are regression floors; below issue #7's 90% the test warns.
+        # are regression floors; below the target's 90% the test warns.
         return 0.75 if variant.startswith("int8_fast") else 0.85
     return 0.80 if variant.startswith("int8_fast") else TARGET_AGREEMENT
 MAX_BLEU_DIFFERENCE = 0.5
@@ -239,7 +239,7 @@ def evaluate(args, variants, modes, model_dir, paths, sources, references, work)
                               f"(needs >= {100 * min_agreement(variant, args.model):.0f}%)")
             elif share < TARGET_AGREEMENT:
                 warnings.append(f"{variant} {mode}: {100 * share:.1f}% of lines identical to "
-                                f"float32, below issue #7's target of {100 * TARGET_AGREEMENT:.0f}%")
+                                f"float32, below the target of {100 * TARGET_AGREEMENT:.0f}%")
             if abs(difference) > MAX_BLEU_DIFFERENCE:
                 errors.append(f"{variant} {mode}: BLEU {scores[variant, mode]:.2f} differs from float32's "
                               f"{scores['float32', mode]:.2f} by {difference:+.2f} (limit {MAX_BLEU_DIFFERENCE})")

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Load-and-fault ("soak") test of glossa-server (issue #8). ctest label `soak`, not run by default.
+"""Load-and-fault ("soak") test of glossa-server. ctest label `soak`, not run by default.
 
 Many concurrent gRPC clients (default 500, for 120 s) send mixed requests (both lanes: a quarter
 PRIORITY_BATCH; the result cache on, as by default) to a server holding two model files from a

@@ -1,4 +1,4 @@
-// The decode hot path allocates nothing once warm (issue #7): global operator new/delete are
+// The decode hot path allocates nothing once warm: global operator new/delete are
 // replaced by counting versions, and the engine (workers = 0, driven by RunOnce) runs a mixed
 // workload (greedy, beam 4 and sampling sentences side by side) twice: the first run warms every
 // buffer, oneDNN primitive and KV pool block up, the second counts the allocations of each

@@ -102,7 +102,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PYTHON = "/usr/bin/python3"
 SHAPES = ("opus-mt-base", "opus-mt-big", "nllb-600m")
 # (sentences for batch > 1, sentences for batch 1): defaults sized for ~10 min (demo) and ~15 min
-# (opus-mt-base) on the project's 2-core machine with every default cell (see the README).
+# (opus-mt-base) on the project's 2-core machine with every default cell (see docs/performance.md).
 DEFAULT_SENTENCES = {"demo": (300, 100), "opus-mt-base": (64, 4), "opus-mt-big": (64, 2),
                      "nllb-600m": (64, 2)}
 LANGUAGES = {"nllb-600m": ("spa_Latn", "eng_Latn")}

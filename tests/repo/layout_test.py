@@ -27,7 +27,8 @@ NARRATIVE = [
     re.compile(r"\bgoals? of #", re.IGNORECASE),
     re.compile(r"\bPEER-" r"HISTORY\b"),
 ]
-# "#123" or "issue 123" is an issue number unless one of these names the project it belongs to.
+# A hash and digits, or "issue" and a number, is an issue number unless one of these names the
+# project it belongs to.
 ISSUE_NUMBER = re.compile(r"(?<![#&\w])#(\d+)\b(?![0-9a-fA-F])|\b(?:issue|task)s? #?(\d+)\b",
                           re.IGNORECASE)
 OTHER_PROJECTS = re.compile(
@@ -257,7 +258,8 @@ class CheckerTest(unittest.TestCase):
     """The checks find what they look for (each check's own mistakes would hide the tree's)."""
 
     def test_narrative_and_numbers(self):
-        bad = "the fifth sess" "ion moved it\nsee issue 12\nas in (#7)\nthe goals of #14\n"
+        bad = ("the fifth sess" "ion moved it\nsee iss" "ue 12\nas in (#" "7)\n"
+               "the goals of " "#14\n")
         self.assertEqual(len(narrative_findings("x.md", bad)), 5)
         good = ("LibreTranslate #545 and CTranslate2 issue #739\ncolor: #222;\nr##0\n"
                 "UAX #29 breaks\n&#160;\n")

@@ -259,7 +259,7 @@ class CheckerTest(unittest.TestCase):
 
     def test_narrative_and_numbers(self):
         bad = ("the fifth sess" "ion moved it\nsee iss" "ue 12\nas in (#" "7)\n"
-               "the goals of " "#14\n")
+               "the goals of \x2314\n")  # \x23: a hash
         self.assertEqual(len(narrative_findings("x.md", bad)), 5)
         good = ("LibreTranslate #545 and CTranslate2 issue #739\ncolor: #222;\nr##0\n"
                 "UAX #29 breaks\n&#160;\n")

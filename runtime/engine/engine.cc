@@ -1,7 +1,6 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <random>
 
@@ -13,32 +12,50 @@
 
 namespace glossa {
 
-struct JobState {
-  JobState(std::shared_ptr<Job> j) : job(std::move(j)), results(job->sources.size()) {
+namespace {
+
+std::vector<int> SourceTokens(const Job& job) {
+  std::vector<int> tokens;
+  tokens.reserve(job.sources.size());
+  for (const auto& source : job.sources) tokens.push_back(static_cast<int>(source.size()));
+  return tokens;
+}
+
+}  // namespace
+
+// A submitted job: what admission sees of it (QueuedJob), and its results as they come.
+struct JobState : QueuedJob {
+  JobState(std::shared_ptr<Job> j, int kv_blocks_per_source)
+      : QueuedJob(SourceTokens(*j)), job(std::move(j)), results(job->sources.size()) {
     remaining = static_cast<int>(job->sources.size());
-    longest_from.resize(job->sources.size() + 1, 0);
-    for (size_t i = job->sources.size(); i-- > 0;) {
-      longest_from[i] = std::max(longest_from[i + 1], static_cast<int>(job->sources[i].size()));
-    }
+    lane = job->lane;
+    deadline = job->deadline;
+    beam_size = job->search.beam_size;
+    kv_blocks = kv_blocks_per_source;
+    max_new_tokens = job->search.max_new_tokens;
+    prefix_tokens = static_cast<int>(job->search.prefix.size());
   }
   std::shared_ptr<Job> job;
-  std::vector<int> longest_from;  // [i]: the longest of sources i.. (tokens)
-  absl::Time submitted;
-  int next_source = 0;  // guarded by Engine::mu_: sources before it were admitted
   std::atomic<bool> first_tokens_seen{false};
   absl::Mutex mu;
   std::vector<std::vector<Hypothesis>> results ABSL_GUARDED_BY(mu);
   int remaining ABSL_GUARDED_BY(mu);
-  bool finished ABSL_GUARDED_BY(mu) = false;
-  std::atomic<bool> done{false};  // lock-free view of `finished`
+  bool finished ABSL_GUARDED_BY(mu) = false;  // QueuedJob::done is its lock-free view
 };
+
+namespace {
+
+// Every job the engine queues is a JobState.
+JobState& StateOf(const Admitted& admitted) { return static_cast<JobState&>(*admitted.job); }
+
+}  // namespace
 
 struct Engine::Worker {
   explicit Worker(const Model& model) : batch(model) {}
   StepBatch batch;  // touched only by this worker's thread
   std::thread thread;
-  // Share of the recent time (moving average over about kShareWindowSeconds) this worker spent
-  // in steps that decoded batch-lane rows.
+  // Share of the recent time (AdmissionPolicy::NextBatchTimeShare) this worker spent in steps
+  // that decoded batch-lane rows.
   double batch_time_share = 0.0;
 };
 
@@ -47,6 +64,18 @@ namespace {
 int MaxOutputTokens(const Model& model, int requested) {
   const int limit = std::min(model.info().generation.max_length - 1, model.config().max_positions);
   return requested <= 0 || requested > limit ? limit : requested;
+}
+
+AdmissionOptions AdmissionOptionsFor(const EngineOptions& options, int64_t kv_budget_blocks) {
+  AdmissionOptions admission;
+  admission.max_active_sequences = options.max_active_sequences;
+  admission.max_active_rows = options.max_active_rows;
+  admission.max_encoder_tokens = options.max_encoder_tokens;
+  admission.kv_budget_blocks = kv_budget_blocks;
+  admission.batch_min_share = options.batch_min_share;
+  admission.interactive_hold = options.interactive_hold;
+  admission.deadline_admission = options.deadline_admission;
+  return admission;
 }
 
 }  // namespace
@@ -68,6 +97,7 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options)
   vocab_.forced_eos_id = model_->info().generation.forced_eos_id;
   vocab_.banned_ids = c.banned_ids;
   kv_budget_blocks_ = std::max<int64_t>(1, options_.kv_cache_bytes / pool_.block_bytes());
+  policy_ = AdmissionPolicy(AdmissionOptionsFor(options_, kv_budget_blocks_));
   if (options_.workers == 0) manual_ = std::make_unique<Worker>(*model_);
   for (int i = 0; i < options_.workers; ++i) {
     workers_.push_back(std::make_unique<Worker>(*model_));
@@ -202,35 +232,16 @@ absl::StatusOr<SearchOptions> Engine::Resolve(const TranslateOptions& o) const {
   return s;
 }
 
-absl::Status Engine::CheckCanFinish(const DecodeEstimate::Figures& estimate, const JobState& job,
-                                    int next_source, int64_t rows, absl::Time now) const {
-  const absl::Time deadline = job.job->deadline;
-  if (!options_.deadline_admission || deadline == absl::InfiniteFuture() ||
-      next_source >= static_cast<int>(job.job->sources.size())) {
-    return absl::OkStatus();
-  }
-  const SearchOptions& search = job.job->search;
-  const std::optional<absl::Duration> needs =
-      estimate.Estimate(job.longest_from[next_source], search.max_new_tokens,
-                        static_cast<int>(search.prefix.size()), rows);
-  if (!needs || now + *needs <= deadline) return absl::OkStatus();
-  return absl::DeadlineExceededError(absl::StrCat(
-      "this request cannot finish before its deadline: its longest sentence needs about ",
-      absl::ToInt64Milliseconds(*needs), " ms of decoding at the current load, and ",
-      std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - now)),
-      " ms are left (refused early instead of taking a place it cannot use)"));
-}
-
 int Engine::KvBlocksFor(const SearchOptions& search) const {
   const int per_slot = (search.positions() + KvCache::kBlockPositions - 1) /
                        KvCache::kBlockPositions;
   return search.beam_size * per_slot;
 }
 
-absl::Status Engine::Submit(std::shared_ptr<Job> job) {
+absl::Status Engine::CheckJob(const Job& job) const {
   const ModelConfig& c = model_->config();
-  for (size_t i = 0; i < job->sources.size(); ++i) {
-    const auto& src = job->sources[i];
+  for (size_t i = 0; i < job.sources.size(); ++i) {
+    const auto& src = job.sources[i];
     if (src.empty() || static_cast<int>(src.size()) > c.max_positions) {
       return absl::InvalidArgumentError(absl::StrCat(
           "text ", i, " has ", src.size(), " tokens; this model accepts 1 to ", c.max_positions,
@@ -243,7 +254,7 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
       }
     }
   }
-  const SearchOptions& s = job->search;
+  const SearchOptions& s = job.search;
   if (s.beam_size < 1 || s.beam_size > options_.max_beam_size || s.max_new_tokens < 1 ||
       s.positions() > options_.max_output_tokens || s.num_hypotheses > s.beam_size ||
       s.forced_bos_id >= c.target_vocab_size) {
@@ -255,11 +266,17 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
         " needs ", KvBlocksFor(s) * pool_.block_bytes() >> 20, " MiB of KV cache, more than the ",
         kv_budget_blocks_ * pool_.block_bytes() >> 20, " MiB budget: lower either option"));
   }
-  auto state = std::make_shared<JobState>(std::move(job));
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Submit(std::shared_ptr<Job> job) {
+  GLOSSA_RETURN_IF_ERROR(CheckJob(*job));
+  const SearchOptions& s = job->search;
+  auto state = std::make_shared<JobState>(std::move(job), KvBlocksFor(s));
   state->submitted = Now();
   // It would join a batch of about the mean rows per worker.
   const int64_t rows = active_rows_.load() / std::max(1, options_.workers) + s.beam_size;
-  if (const absl::Status can = CheckCanFinish(estimate_.Read(), *state, 0, rows, state->submitted);
+  if (absl::Status can = policy_.CheckCanFinish(estimate_.Read(), *state, rows, state->submitted);
       !can.ok()) {
     metrics_.refused_late_total.fetch_add(1, std::memory_order_relaxed);
     return can;
@@ -267,33 +284,17 @@ absl::Status Engine::Submit(std::shared_ptr<Job> job) {
   {
     absl::MutexLock lock(&mu_);
     if (!accepting_) return absl::UnavailableError("the server is shutting down: retry elsewhere");
-    const int64_t n = static_cast<int64_t>(state->job->sources.size());
-    if (pending_sources_ + n > options_.max_queued_sources) {
+    const int64_t n = state->sources();
+    if (admission_.pending_sources + n > options_.max_queued_sources) {
       metrics_.rejected_total.fetch_add(1, std::memory_order_relaxed);
       return absl::ResourceExhaustedError(absl::StrCat(
-          "the queue is full (", pending_sources_, " sentences waiting, limit ",
+          "the queue is full (", admission_.pending_sources, " sentences waiting, limit ",
           options_.max_queued_sources, "): retry later with backoff"));
     }
     if (n > 0) {
       live_jobs_.push_back(state);
-      // Deadline order within the lane, after every job due no later (arrival order on ties);
-      // without deadline_admission, arrival order.
-      const int lane = static_cast<int>(state->job->lane);
-      if (state->job->lane == Lane::kInteractive) last_interactive_ = state->submitted;
-      auto& queue = lanes_[lane];
-      if (options_.deadline_admission) {
-        queue.insert(std::upper_bound(queue.begin(), queue.end(), state->job->deadline,
-                                      [](absl::Time d, const std::shared_ptr<JobState>& j) {
-                                        return d < j->job->deadline;
-                                      }),
-                     state);
-      } else {
-        queue.push_back(state);
-      }
-      pending_sources_ += n;
-      pending_by_lane_[lane] += n;
-      queued_.store(pending_sources_);
-      queued_by_lane_[lane].store(pending_by_lane_[lane]);
+      policy_.Enqueue(state, admission_);
+      PublishQueued();
       work_.SignalAll();
       return absl::OkStatus();
     }
@@ -324,119 +325,53 @@ void Engine::Release(SequenceGroup& group) {
   active_sequences_.fetch_sub(1);
   active_by_lane_[static_cast<int>(group.job->job->lane)].fetch_sub(1);
   absl::MutexLock lock(&mu_);
-  kv_reserved_blocks_ -= group.kv_blocks;
+  admission_.kv_reserved_blocks -= group.kv_blocks;
   work_.SignalAll();
 }
 
 bool Engine::WaitForWork(Worker* worker) {
   absl::MutexLock lock(&mu_);
-  auto head_fits = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (const auto& queue : lanes_) {
-      if (queue.empty()) continue;
-      const JobState& job = *queue.front();
-      if (job.done.load() ||
-          kv_reserved_blocks_ + KvBlocksFor(job.job->search) <= kv_budget_blocks_) {
-        return true;
-      }
-    }
-    return false;
-  };
-  while (!(stop_ || abort_ || !worker->batch.empty() || head_fits())) {
-    if (QueuesEmpty()) {
+  while (!(stop_ || abort_ || !worker->batch.empty() || policy_.HeadMayStart(admission_))) {
+    if (admission_.empty()) {
       work_.Wait(&mu_);
     } else if (work_.WaitWithTimeout(&mu_, absl::Milliseconds(20))) {
       break;  // the head waits for KV room: return now and then to end cancelled or late jobs
     }
   }
-  return !(worker->batch.empty() && QueuesEmpty() && (stop_ || abort_));
+  return !(worker->batch.empty() && admission_.empty() && (stop_ || abort_));
 }
 
-// What one admission may still add to a worker's batch.
-struct Engine::Budget {
-  int sequences;  // in the worker's batch, admitted ones included
-  int64_t rows;
-  int64_t tokens;  // source tokens of this admission
-  int batch_lane_sequences;
-  absl::Time now;
-};
-
-void Engine::Admit(Worker* worker, std::vector<Pending>* admitted) {
+void Engine::Admit(Worker* worker, std::vector<Admitted>* admitted) {
   absl::MutexLock lock(&mu_);
   if (abort_) {
     // Nothing more is admitted: EndExpiredJobs ends every live job, queued ones included, with
     // UNAVAILABLE. Dropping the queues here lets the workers see them empty and exit.
-    for (auto& queue : lanes_) queue.clear();
-    pending_sources_ = 0;
-    pending_by_lane_[0] = pending_by_lane_[1] = 0;
-    queued_.store(0);
-    for (auto& q : queued_by_lane_) q.store(0);
+    admission_.Clear();
+    PublishQueued();
     return;
   }
-  Budget budget{static_cast<int>(worker->batch.groups().size()), worker->batch.active_rows(), 0,
-                0, Now()};
+  BatchLoad load;
+  load.sequences = static_cast<int>(worker->batch.groups().size());
+  load.rows = worker->batch.active_rows();
   for (const auto& g : worker->batch.groups()) {
-    budget.batch_lane_sequences += g->job->job->lane == Lane::kBatch ? 1 : 0;
+    load.batch_lane_sequences += g->job->job->lane == Lane::kBatch ? 1 : 0;
   }
-  const int reserve = static_cast<int>(
-      std::ceil(options_.batch_min_share * options_.max_active_sequences));
-  // The batch lane's reserve first, then interactive work, then batch work in what is left,
-  // unless interactive work is present (and the worker has something to do).
-  const bool fits = budget.batch_lane_sequences >= reserve ||
-                    AdmitFromLane(Lane::kBatch, reserve - budget.batch_lane_sequences, budget,
-                                  admitted);
-  if (fits && AdmitFromLane(Lane::kInteractive, INT_MAX, budget, admitted)) {
-    const bool interactive_present =
-        active_by_lane_[static_cast<int>(Lane::kInteractive)].load() > 0 ||
-        budget.now - last_interactive_ < options_.interactive_hold;
-    if (!interactive_present || (budget.sequences == 0 && admitted->empty())) {
-      AdmitFromLane(Lane::kBatch, INT_MAX, budget, admitted);
-    }
+  load.interactive_sequences = active_by_lane_[static_cast<int>(Lane::kInteractive)].load();
+  const absl::Time now = Now();
+  policy_.Admit(load, now, admission_, admitted);
+  for (const Admitted& a : *admitted) {
+    const double waited = absl::ToDoubleSeconds(now - a.job->submitted);
+    metrics_.queue_wait_seconds.Observe(waited);
+    metrics_.lane_queue_wait_seconds[static_cast<int>(a.job->lane)].Observe(waited);
   }
-  queued_.store(pending_sources_);
-  for (int lane = 0; lane < kLanes; ++lane) queued_by_lane_[lane].store(pending_by_lane_[lane]);
+  PublishQueued();
 }
 
-bool Engine::AdmitFromLane(Lane lane, int limit, Budget& budget, std::vector<Pending>* admitted) {
-  auto& queue = lanes_[static_cast<int>(lane)];
-  int64_t& pending = pending_by_lane_[static_cast<int>(lane)];
-  int taken = 0;
-  // Passes over the lane's jobs in order, one source from each per pass.
-  while (!queue.empty() && taken < limit) {
-    for (auto it = queue.begin(); it != queue.end() && taken < limit;) {
-      JobState& job = **it;
-      const int n = static_cast<int>(job.job->sources.size());
-      if (job.done.load()) {
-        pending_sources_ -= n - job.next_source;
-        pending -= n - job.next_source;
-        it = queue.erase(it);
-        continue;
-      }
-      const SearchOptions& search = job.job->search;
-      const int64_t len = static_cast<int64_t>(job.job->sources[job.next_source].size());
-      const int kv = KvBlocksFor(search);
-      const bool first = budget.sequences == 0 && admitted->empty();
-      if (kv_reserved_blocks_ + kv > kv_budget_blocks_ ||
-          (!first && (budget.sequences + 1 > options_.max_active_sequences ||
-                      budget.rows + search.beam_size > options_.max_active_rows ||
-                      budget.tokens + len > options_.max_encoder_tokens))) {
-        return false;
-      }
-      kv_reserved_blocks_ += kv;
-      ++budget.sequences;
-      budget.rows += search.beam_size;
-      budget.tokens += len;
-      budget.batch_lane_sequences += lane == Lane::kBatch ? 1 : 0;
-      const double waited = absl::ToDoubleSeconds(budget.now - job.submitted);
-      metrics_.queue_wait_seconds.Observe(waited);
-      metrics_.lane_queue_wait_seconds[static_cast<int>(lane)].Observe(waited);
-      admitted->push_back({*it, job.next_source++});
-      --pending_sources_;
-      --pending;
-      ++taken;
-      it = job.next_source == n ? queue.erase(it) : std::next(it);
-    }
+void Engine::PublishQueued() {
+  queued_.store(admission_.pending_sources);
+  for (int lane = 0; lane < kLanes; ++lane) {
+    queued_by_lane_[lane].store(admission_.pending_by_lane[lane]);
   }
-  return true;
 }
 
 void Engine::EndExpiredJobs(Worker* worker) {
@@ -457,9 +392,8 @@ void Engine::EndExpiredJobs(Worker* worker) {
         metrics_.expired_total.fetch_add(1, std::memory_order_relaxed);
         ending.push_back({job, absl::DeadlineExceededError(
                                    "the deadline passed before the translation finished")});
-      } else if (absl::Status can = CheckCanFinish(
-                     estimate, *job, job->next_source,
-                     worker->batch.active_rows() + job->job->search.beam_size, now);
+      } else if (absl::Status can = policy_.CheckCanFinish(
+                     estimate, *job, worker->batch.active_rows() + job->beam_size, now);
                  !can.ok()) {
         metrics_.refused_late_total.fetch_add(1, std::memory_order_relaxed);
         ending.push_back({job, std::move(can)});
@@ -480,17 +414,17 @@ void Engine::EndExpiredJobs(Worker* worker) {
   for (auto& [job, status] : to_notify) job->job->on_done(status);
 }
 
-void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
-  std::vector<Pending> live;
+void Engine::StartSequences(Worker* worker, std::vector<Admitted>& admitted) {
+  std::vector<Admitted> live;
   std::vector<std::vector<int>> sources;
-  for (Pending& p : admitted) {
-    if (p.job->done.load()) {
+  for (Admitted& a : admitted) {
+    if (a.job->done.load()) {
       absl::MutexLock lock(&mu_);
-      kv_reserved_blocks_ -= KvBlocksFor(p.job->job->search);
+      admission_.kv_reserved_blocks -= a.job->kv_blocks;
       continue;
     }
-    sources.push_back(p.job->job->sources[p.index]);
-    live.push_back(std::move(p));
+    sources.push_back(StateOf(a).job->sources[a.index]);
+    live.push_back(std::move(a));
   }
   admitted.clear();
   if (live.empty()) return;
@@ -508,29 +442,27 @@ void Engine::StartSequences(Worker* worker, std::vector<Pending>& admitted) {
                                                  std::memory_order_relaxed);
   const ModelConfig& c = model_->config();
   for (size_t i = 0; i < live.size(); ++i) {
-    const SearchOptions& search = live[i].job->job->search;
+    JobState& job = StateOf(live[i]);
+    const SearchOptions& search = job.job->search;
     auto group = std::make_unique<SequenceGroup>(
         Search(search, vocab_), encoded, static_cast<int>(i),
         std::make_unique<KvCache>(&pool_, c.decoder_layers, c.d_model, search.beam_size,
                                   search.positions()));
-    group->job = live[i].job;
+    group->job = std::static_pointer_cast<JobState>(live[i].job);
     group->index = live[i].index;
     group->kv_blocks = KvBlocksFor(search);
     active_sequences_.fetch_add(1);
-    active_by_lane_[static_cast<int>(live[i].job->job->lane)].fetch_add(1);
+    active_by_lane_[static_cast<int>(job.lane)].fetch_add(1);
     active_rows_.fetch_add(1);
     worker->batch.Add(std::move(group));
   }
 }
 
-namespace {
-constexpr double kShareWindowSeconds = 1.0;
-}  // namespace
-
 bool Engine::PauseBatchWork(Worker* worker) {
   bool interactive = false;
-  for (const auto& g : worker->batch.groups()) interactive |= g->job->job->lane == Lane::kInteractive;
-  const bool pause = interactive && worker->batch_time_share >= options_.batch_min_share;
+  for (const auto& g : worker->batch.groups())
+    interactive |= g->job->job->lane == Lane::kInteractive;
+  const bool pause = policy_.PauseBatchRows(interactive, worker->batch_time_share);
   bool batch_steps = false;
   bool paused = false;
   for (const auto& g : worker->batch.groups()) {
@@ -551,29 +483,19 @@ int64_t Engine::StepOnce(Worker* worker) {
   const absl::Status status = worker->batch.Step(&finished);
   const absl::Time end = Now();
   if (!status.ok()) {  // cannot happen within the KV budget; end what was running, loudly
-    worker->batch.RemoveIf([](const SequenceGroup&) { return true; }, &finished);
-    for (const auto& g : finished) {
-      active_rows_.fetch_sub(g->search.active_beams());
-      Release(*g);
-    }
-    for (const auto& g : finished) FinishJob(g->job, status);
+    EndEverySequence(worker, finished, status);
     return 0;
   }
   const double seconds = absl::ToDoubleSeconds(end - start);
-  const double keep = std::exp(-seconds / kShareWindowSeconds);
-  worker->batch_time_share = worker->batch_time_share * keep + (batch_steps ? 1.0 - keep : 0.0);
+  worker->batch_time_share =
+      AdmissionPolicy::NextBatchTimeShare(worker->batch_time_share, end - start, batch_steps);
   steps_.fetch_add(1);
   step_rows_.fetch_add(stepped_rows);
   metrics_.decode_step_seconds.Observe(seconds);
   metrics_.batch_sequences.Observe(static_cast<double>(stepped_rows));
-  auto first_tokens = [&](JobState& job) {
-    if (!job.first_tokens_seen.exchange(true)) {
-      metrics_.time_to_first_token_seconds.Observe(absl::ToDoubleSeconds(end - job.submitted));
-    }
-  };
-  for (const auto& g : worker->batch.groups()) first_tokens(*g->job);
+  for (const auto& g : worker->batch.groups()) ObserveFirstTokens(*g->job, end);
   for (const auto& g : finished) {
-    first_tokens(*g->job);
+    ObserveFirstTokens(*g->job, end);
     RecordFinished(*g);
   }
   int64_t rows_after = 0;
@@ -589,6 +511,28 @@ int64_t Engine::StepOnce(Worker* worker) {
     }
     Release(*g);
   }
+  StreamStableTokens(worker);
+  for (auto& [job, results] : complete) FinishJob(job, std::move(results));
+  return stepped_rows;
+}
+
+void Engine::EndEverySequence(Worker* worker, std::vector<std::unique_ptr<SequenceGroup>>& finished,
+                              const absl::Status& status) {
+  worker->batch.RemoveIf([](const SequenceGroup&) { return true; }, &finished);
+  for (const auto& g : finished) {
+    active_rows_.fetch_sub(g->search.active_beams());
+    Release(*g);
+  }
+  for (const auto& g : finished) FinishJob(g->job, status);
+}
+
+void Engine::ObserveFirstTokens(JobState& job, absl::Time now) {
+  if (!job.first_tokens_seen.exchange(true)) {
+    metrics_.time_to_first_token_seconds.Observe(absl::ToDoubleSeconds(now - job.submitted));
+  }
+}
+
+void Engine::StreamStableTokens(Worker* worker) {
   for (const auto& g : worker->batch.groups()) {
     if (!g->job->job->on_tokens || g->job->done.load()) continue;
     if (g->search.StablePrefixLength() <= g->streamed) continue;  // (without allocating)
@@ -596,12 +540,10 @@ int64_t Engine::StepOnce(Worker* worker) {
     g->streamed = prefix.size();
     g->job->job->on_tokens(prefix);
   }
-  for (auto& [job, results] : complete) FinishJob(job, std::move(results));
-  return stepped_rows;
 }
 
 void Engine::Iterate(Worker* worker) {
-  std::vector<Pending> admitted;
+  std::vector<Admitted> admitted;
   const absl::Time start = Now();
   EndExpiredJobs(worker);  // first, so that jobs that cannot finish in time are not admitted
   Admit(worker, &admitted);
@@ -622,7 +564,7 @@ bool Engine::RunOnce() {
   if (manual_ == nullptr) return false;
   {
     absl::MutexLock lock(&mu_);
-    if (QueuesEmpty() && manual_->batch.empty() && live_jobs_.empty()) return false;
+    if (admission_.empty() && manual_->batch.empty() && live_jobs_.empty()) return false;
   }
   Iterate(manual_.get());
   return true;

@@ -6,32 +6,11 @@
 // active sequence of every job (greedy and beam rows side by side), and retires finished,
 // cancelled or expired sequences at once, returning their KV blocks.
 //
-// Admission policy: two lanes, interactive and batch. Within a lane jobs wait in deadline order
-// (earliest first; jobs without a deadline after those with one, in arrival order), and each
-// admission pass takes ONE source from each waiting job in that order, passes repeating while the
-// budgets allow: a job of many sentences gets one slot per pass like any other job, so a short
-// request behind a long one waits for at most one pass's worth of the long one's sentences.
-// Interactive work is admitted before batch work; batch work fills what interactive work leaves.
-// So that batch work is never starved, the batch lane keeps a reserve: while it has work waiting
-// and fewer than batch_min_share × max_active_sequences of a worker's sequences are batch work,
-// it is admitted up to that share ahead of waiting interactive work. While interactive work is
-// present (decoding, waiting, or submitted within interactive_hold), batch work is held to that
-// share, so that interactive sentences do not decode in steps made slow by a full batch;
-// otherwise (and whenever the worker would idle) it fills all the capacity. And while
-// interactive sentences decode in a worker, its batch sentences are paused (they keep their
-// place and KV cache but skip steps), unless the batch lane's share of the worker's recent time
-// (about the last second) fell below batch_min_share: interactive steps then run at the cost of
-// their own rows, and under a continuous interactive load batch work still gets its share.
-// When the next source in order does not fit, admission stops there (no overtaking), and an
-// empty batch always admits it, so nothing starves.
-//
-// Deadline-aware admission (deadline_admission): the engine learns its step time per batch size
-// and the target/source length ratio as it works (decode_estimate.h). A job whose longest
-// sentence not yet admitted cannot finish before the job's deadline even if admitted now (at the
-// batch size it would join) is ended with DEADLINE_EXCEEDED at once: at Submit, or while it
-// waits, or when part of it already decodes (its rows are freed). Counted in
-// EngineMetrics::refused_late_total. Without it, jobs wait in arrival order (FIFO) and a late
-// job holds its place until its deadline passes.
+// Admission (admission.h): two lanes, interactive before batch, with the batch lane's reserve
+// share; earliest deadline first within a lane, one source per job per pass; batch rows paused
+// while interactive rows decode; early DEADLINE_EXCEEDED for jobs that cannot finish in time
+// (counted in EngineMetrics::refused_late_total). The engine holds the admission state under its
+// lock and asks AdmissionPolicy at Submit and between two steps.
 //
 // Invariants:
 //  - a job's on_done runs exactly once, on a worker thread, never under an engine lock;
@@ -42,7 +21,6 @@
 #define GLOSSA_RUNTIME_ENGINE_ENGINE_H_
 
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -55,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "decode/search.h"
+#include "engine/admission.h"
 #include "engine/decode_estimate.h"
 #include "engine/metrics.h"
 #include "engine/model.h"
@@ -103,7 +82,8 @@ struct EngineOptions {
   double batch_min_share = 0.25;
   absl::Duration interactive_hold = absl::Seconds(2);
   // Earliest deadline first within a lane, and early DEADLINE_EXCEEDED for jobs that cannot
-  // finish in time (see above); false: arrival order, and jobs end only when their deadline passes.
+  // finish in time (admission.h); false: arrival order, and jobs end only when their deadline
+  // passes.
   bool deadline_admission = true;
   int64_t kv_cache_bytes = int64_t{1} << 30;  // worst-case KV cache of all admitted sequences
   int default_beam_size = 4;
@@ -173,10 +153,6 @@ class Engine {
   const EngineOptions& options() const { return options_; }
 
  private:
-  struct Pending {
-    std::shared_ptr<JobState> job;
-    int index;
-  };
   struct Worker;
 
   absl::Time Now() const;
@@ -184,19 +160,22 @@ class Engine {
   // Blocks until this worker has something to do; false when it should exit.
   bool WaitForWork(Worker* worker);
   void Iterate(Worker* worker);
-  struct Budget;
-  void Admit(Worker* worker, std::vector<Pending>* admitted);
-  // Admission passes over one lane while `budget` allows and fewer than `limit` sources were
-  // taken; false when the lane's next source did not fit (admission must stop there).
-  bool AdmitFromLane(Lane lane, int limit, Budget& budget, std::vector<Pending>* admitted)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool QueuesEmpty() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return lanes_[0].empty() && lanes_[1].empty();
-  }
+  // Takes what the policy admits for `worker` into *admitted; with abort_, empties the queues.
+  void Admit(Worker* worker, std::vector<Admitted>* admitted);
+  // Copies the queue lengths to the atomics stats() reads.
+  void PublishQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndExpiredJobs(Worker* worker);
-  void StartSequences(Worker* worker, std::vector<Pending>& admitted);
+  void StartSequences(Worker* worker, std::vector<Admitted>& admitted);
   // Returns the rows it decoded.
   int64_t StepOnce(Worker* worker);
+  // After a failed step: ends the job of every sequence in the worker's batch or in `finished`
+  // with `status`.
+  void EndEverySequence(Worker* worker, std::vector<std::unique_ptr<SequenceGroup>>& finished,
+                        const absl::Status& status);
+  // The job's time to first token, the first time one of its sequences stepped (at `now`).
+  void ObserveFirstTokens(JobState& job, absl::Time now);
+  // Calls on_tokens for each sequence whose certain prefix grew.
+  void StreamStableTokens(Worker* worker);
   // Pauses the worker's batch-lane groups for the next step while interactive sequences decode,
   // unless the batch lane's recent share of the worker's time fell below batch_min_share. True
   // when batch rows will step.
@@ -207,10 +186,8 @@ class Engine {
   bool MarkFinished(const std::shared_ptr<JobState>& job);
   void FinishJob(const std::shared_ptr<JobState>& job, JobResult result);
   int KvBlocksFor(const SearchOptions& search) const;
-  // Why a job whose sentences from `next_source` on are not admitted yet cannot finish before its
-  // deadline, if admitted now next to `rows` decoder rows; OK when it can or nobody knows yet.
-  absl::Status CheckCanFinish(const DecodeEstimate::Figures& estimate, const JobState& job,
-                              int next_source, int64_t rows, absl::Time now) const;
+  // INVALID_ARGUMENT when a source or the search options are out of range for this engine.
+  absl::Status CheckJob(const Job& job) const;
   // The target prefix's ids (no EOS); INVALID_ARGUMENT when it is not UTF-8 or too long.
   absl::StatusOr<std::vector<int>> EncodePrefix(const std::string& text) const;
 
@@ -219,24 +196,21 @@ class Engine {
   SearchVocab vocab_;
   KvBlockPool pool_;
   int64_t kv_budget_blocks_;
+  AdmissionPolicy policy_;
 
   mutable absl::Mutex mu_;
   absl::CondVar work_;
-  // Jobs with sources waiting, by lane, in deadline order.
-  std::deque<std::shared_ptr<JobState>> lanes_[kLanes] ABSL_GUARDED_BY(mu_);
-  int64_t pending_sources_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t pending_by_lane_[kLanes] ABSL_GUARDED_BY(mu_) = {0, 0};
+  // The queued jobs (every one a JobState) and the KV blocks admitted sequences reserve.
+  AdmissionState admission_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<JobState>> live_jobs_ ABSL_GUARDED_BY(mu_);
-  int64_t kv_reserved_blocks_ ABSL_GUARDED_BY(mu_) = 0;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
-  absl::Time last_interactive_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool abort_ ABSL_GUARDED_BY(mu_) = false;  // end everything with UNAVAILABLE
   bool stop_ ABSL_GUARDED_BY(mu_) = false;   // workers exit once idle
   std::vector<std::unique_ptr<Worker>> workers_;
 
   std::atomic<int64_t> active_sequences_{0}, active_rows_{0}, steps_{0}, step_rows_{0};
   std::atomic<int64_t> batch_paused_steps_{0};
-  std::atomic<int64_t> queued_{0};  // pending_sources_, readable without mu_
+  std::atomic<int64_t> queued_{0};  // admission_.pending_sources, readable without mu_
   std::atomic<int64_t> queued_by_lane_[kLanes] = {0, 0};
   std::atomic<int64_t> active_by_lane_[kLanes] = {0, 0};
   std::unique_ptr<Worker> manual_;  // workers == 0

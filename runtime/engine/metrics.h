@@ -36,7 +36,7 @@ class AtomicHistogram {
   std::atomic<uint64_t> sum_micro_{0};  // sum × 1e6, so that it stays an integer atomic
 };
 
-// Admission lanes (engine.h): interactive work before batch work.
+// Admission lanes (admission.h): interactive work before batch work.
 enum class Lane { kInteractive = 0, kBatch = 1 };
 constexpr int kLanes = 2;
 const char* LaneName(Lane lane);  // "interactive", "batch"

@@ -23,6 +23,19 @@ int64_t StepBatch::stepped_rows() const {
 }
 
 absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finished) {
+  GLOSSA_RETURN_IF_ERROR(GatherRows());
+  const int64_t vocab = model_.config().target_vocab_size;
+  const size_t n = rows_.size();
+  if (logits_.size() < n * vocab) logits_.resize(n * vocab);
+  if (rows_.empty()) return absl::OkStatus();
+  bool screened = false;
+  LogitsSummary summary = PrepareSummary(&screened);
+  model_.decoder().Step(rows_, scratch_, logits_.data(), &summary);
+  AdvanceGroups(summary, screened, finished);
+  return absl::OkStatus();
+}
+
+absl::Status StepBatch::GatherRows() {
   rows_.clear();
   for (const auto& g : groups_) {
     if (g->paused) continue;
@@ -40,12 +53,13 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
       rows_.push_back(row);
     }
   }
-  const int64_t vocab = model_.config().target_vocab_size;
-  const size_t n = rows_.size();
-  if (logits_.size() < n * vocab) logits_.resize(n * vocab);
-  if (rows_.empty()) return absl::OkStatus();
+  return absl::OkStatus();
+}
+
+LogitsSummary StepBatch::PrepareSummary(bool* screened) {
   // Each search's rows are summarised as the output projection produces them (the normaliser,
   // the argmax and the top list); only the rows of searches that need them are written out.
+  const size_t n = rows_.size();
   int top_k = 0;
   top_k_.clear();
   write_.clear();
@@ -65,13 +79,18 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
   summary.top = top_.data();
   summary.top_count = top_count_.data();
   summary.write = write_.data();
-  bool screened = false;
   summary.no_logits = AllForced();
   summary.argmax_only = !summary.no_logits && PrepareArgMaxOnly();
   summary.excluded = excluded_.data();
   summary.excluded_offsets = excluded_offsets_.data();
-  summary.screened = &screened;
-  model_.decoder().Step(rows_, scratch_, logits_.data(), &summary);
+  summary.screened = screened;
+  return summary;
+}
+
+void StepBatch::AdvanceGroups(const LogitsSummary& summary, bool screened,
+                              std::vector<std::unique_ptr<SequenceGroup>>* finished) {
+  const int64_t vocab = model_.config().target_vocab_size;
+  const int top_k = summary.top_k;
   int64_t offset = 0;
   size_t kept = 0, stepped = 0;
   for (size_t i = 0; i < groups_.size(); ++i) {
@@ -109,7 +128,6 @@ absl::Status StepBatch::Step(std::vector<std::unique_ptr<SequenceGroup>>* finish
     }
   }
   groups_.resize(kept);
-  return absl::OkStatus();
 }
 
 bool StepBatch::AllForced() const {

@@ -76,6 +76,15 @@ class StepBatch {
   // LogitsSummary's argmax-only request: every stepped row's excluded ids, and where each
   // row's start.
   std::vector<int> excluded_, excluded_offsets_;
+  // Fills rows_ with the rows of every group not paused, reserving their KV cache.
+  absl::Status GatherRows();
+  // The decoder's summary request for rows_, in this batch's buffers; the decoder sets
+  // *screened when it found the argmax from the screen.
+  LogitsSummary PrepareSummary(bool* screened);
+  // Advances every stepped group from the summary or the logits; moves the groups whose search
+  // is done to *finished.
+  void AdvanceGroups(const LogitsSummary& summary, bool screened,
+                     std::vector<std::unique_ptr<SequenceGroup>>* finished);
   // Sets up an argmax-only request when every stepped search allows one; false otherwise.
   bool PrepareArgMaxOnly();
   // Every stepped search takes a forced token that needs no logits (Search::ForcedWithoutRow).

@@ -309,7 +309,7 @@ class ManifestTest(unittest.TestCase):
         self.assertIn("cpu", [m["resource"]["name"] for m in metrics if m["type"] == "Resource"])
         pods = [m["pods"]["metric"]["name"] for m in metrics if m["type"] == "Pods"]
         self.assertEqual(pods, ["glossa_queue_depth"])
-        self.assertIn('"glossa_queue_depth"', read("server", "metrics.cc"),
+        self.assertIn('"glossa_queue_depth"', read("server", "metrics", "metrics.cc"),
                       "the server does not export glossa_queue_depth")
         # prometheus-adapter serves that metric from the series the PodMonitor scrapes.
         with open(os.path.join(K8S, "prometheus-adapter-values.yaml"), encoding="utf-8") as f:

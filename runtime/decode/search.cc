@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "ops/ops.h"
 
 namespace glossa {
@@ -12,6 +13,21 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 }  // namespace
+
+absl::Status ValidateConstraints(const SearchOptions& options, const SearchVocab& vocab) {
+  if (options.constraints.empty()) return absl::OkStatus();
+  if (options.sampling.temperature > 0.0f) {
+    return absl::InvalidArgumentError(
+        "constraints need beam search: they cannot be combined with sampling");
+  }
+  if (options.beam_size < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "constraints need beam search with beam_size >= 2 (Hugging Face's constrained beam "
+        "search), not beam_size ",
+        options.beam_size));
+  }
+  return CheckConstraints(options.constraints, vocab.vocab_size);
+}
 
 Search::Search(const SearchOptions& options, const SearchVocab& vocab)
     : options_(options), vocab_(vocab) {
@@ -51,6 +67,23 @@ Search::Search(const SearchOptions& options, const SearchVocab& vocab)
   raw_lse_.resize(beams);
   if (options_.repetition_penalty != 1.0f) gathered_.reserve(length + 1);
   rng_.seed(options_.sampling.seed);
+  constrained_ = !options_.constraints.empty() && beams > 1 && !sampling;
+  if (constrained_) InitConstraints();
+}
+
+void Search::InitConstraints() {
+  const int beams = options_.beam_size;
+  constraint_set_ = ConstraintSet(options_.constraints);
+  const int advance = constraint_set_.max_advance();
+  constrained_candidates_.Reserve(beams + beams * advance);
+  advance_.reserve(advance);
+  row_lse_.resize(beams);
+  scratch_state_.Reset(constraint_set_);
+  for (auto* set : {&beams_, &next_beams_}) {
+    for (Beam& b : *set) b.constraints.Reset(constraint_set_);
+  }
+  // Hugging Face's sequences start with the decoder start token.
+  beams_[0].constraints.Add(constraint_set_, vocab_.decoder_start_id);
 }
 
 int Search::input_token(int beam) const {
@@ -82,7 +115,8 @@ void Search::ApplyControls(int beam_index, float* row) {
     gathered_.push_back(row[vocab_.decoder_start_id]);
     for (int id : beam.tokens) gathered_.push_back(row[id]);
     row[vocab_.decoder_start_id] = penalise(gathered_[0]);
-    for (size_t i = 0; i < beam.tokens.size(); ++i) row[beam.tokens[i]] = penalise(gathered_[i + 1]);
+    for (size_t i = 0; i < beam.tokens.size(); ++i)
+      row[beam.tokens[i]] = penalise(gathered_[i + 1]);
   }
   if (options_.no_repeat_ngram_size > 0) BanRepeatedNgrams(beam, row);
   if (new_tokens() < options_.min_new_tokens) row[vocab_.eos_id] = kNegInf;
@@ -114,12 +148,14 @@ ops::LogSumExp Search::RowLse(int beam, const float* row) const {
 void Search::Advance(float* logits, const ops::ArgMaxLogSumExp* stats) {
   if (done_) return;
   stats_ = stats;
-  if (ForcedBosStep()) {
+  if (ForcedBosStep() && !ConstrainedBosStep()) {
     AdvanceForcedBos(logits);
   } else if (step_ < prefix_length()) {
     AdvancePrefix(logits);
   } else if (options_.beam_size == 1) {
     AdvanceGreedy(logits);
+  } else if (constrained_) {
+    AdvanceConstrained(logits);
   } else {
     AdvanceBeam(logits);
   }
@@ -135,6 +171,7 @@ void Search::AdvancePrefix(float* row) {
     beam.token_scores.push_back((row[token] - lse.max) - lse.log_sum);
   }
   beam.tokens.push_back(token);
+  if (constrained_) beam.constraints.Add(constraint_set_, token);
   ++step_;
 }
 
@@ -146,6 +183,7 @@ void Search::AdvanceForcedBos(const float* row) {
     beam.token_scores.push_back((row[token] - lse.max) - lse.log_sum);
   }
   beam.tokens.push_back(token);
+  if (constrained_) beam.constraints.Add(constraint_set_, token);
   active_ = 1;
   ++step_;
   // Hugging Face checks the length limit after the token is added, as for any other token.
@@ -216,7 +254,7 @@ bool Search::ArgMaxOnly() const {
 
 bool Search::ForcedWithoutRow() const {
   if (done_ || options_.token_scores) return false;
-  return ForcedBosStep() || step_ < prefix_length() ||
+  return (ForcedBosStep() && !ConstrainedBosStep()) || step_ < prefix_length() ||
          (options_.beam_size == 1 && !options_.scores && ForcedStep());
 }
 
@@ -245,7 +283,7 @@ void Search::AdvanceForced() {
 int Search::SummaryTopK() const {
   if (done_ || ForcedBosStep() || step_ < prefix_length() || ForcedStep() ||
       options_.sampling.temperature > 0.0f || options_.repetition_penalty != 1.0f ||
-      options_.no_repeat_ngram_size > 0 || options_.token_scores) {
+      options_.no_repeat_ngram_size > 0 || options_.token_scores || constrained_) {
     return -1;
   }
   const bool eos_banned = new_tokens() < options_.min_new_tokens;
@@ -326,7 +364,8 @@ int Search::Sample(float* row) {
   const SamplingOptions& o = options_.sampling;
   sorted_.clear();
   for (int i = 0; i < v; ++i) {
-    if (row[i] > -std::numeric_limits<float>::infinity()) sorted_.push_back({row[i] / o.temperature, i});
+    if (row[i] > -std::numeric_limits<float>::infinity())
+      sorted_.push_back({row[i] / o.temperature, i});
   }
   if (sorted_.empty()) return vocab_.eos_id;
   std::sort(sorted_.begin(), sorted_.end(), [](const auto& a, const auto& b) {
@@ -375,70 +414,80 @@ void Search::MergeCandidates(int count) {
 }
 
 void Search::AdvanceBeam(float* logits) {
-  const int beams = options_.beam_size;
   const int v = vocab_.vocab_size;
-  const int per_beam = 2 * beams;
-  const bool forced = ForcedStep();
-  const bool controls = options_.has_controls();
+  const int per_beam = 2 * options_.beam_size;
+  const int forced = ForcedStep() ? vocab_.forced_eos_id : -1;
   for (int b = 0; b < active_; ++b) {
     float* row = logits + static_cast<int64_t>(b) * v;
-    // Scores = ((x - max) - log_sum) + beam score, with processors applied as -inf (banned ids,
-    // after the normaliser, as Hugging Face); at the forced EOS step the processed row is -inf
-    // but 0 at EOS and the normaliser is not applied: lse = {0, 0} keeps x exactly.
-    ops::LogSumExp lse;
-    if (options_.token_scores) {
-      raw_lse_[b] = RowLse(b, row);
-      std::copy(row, row + v, raw_rows_.begin() + static_cast<int64_t>(b) * v);
-    }
-    if (forced) {
-      std::fill(row, row + v, kNegInf);
-      row[vocab_.forced_eos_id] = 0.0f;
-    } else {
-      // The same normaliser as the raw row's (computed above when token scores are wanted).
-      lse = options_.token_scores ? raw_lse_[b] : RowLse(b, row);
-      if (options_.repetition_penalty != 1.0f) {
-        // The penalty scales log-probabilities: write them out (the same float operations as
-        // TopKLogProbs), then lse = {0, 0} keeps them exactly.
-        for (int i = 0; i < v; ++i) row[i] = (row[i] - lse.max) - lse.log_sum;
-        lse = ops::LogSumExp();
-      }
-      if (controls) ApplyControls(b, row);
-      for (int id : vocab_.banned_ids) row[id] = kNegInf;
-    }
+    const ops::LogSumExp lse = ProcessBeamRow(b, row, forced);
     top_count_[b] =
         ops::TopKLogProbs(row, v, lse, beams_[b].score, per_beam, top_.data() + b * per_beam);
   }
   FinishBeamStep();
 }
 
+ops::LogSumExp Search::ProcessBeamRow(int b, float* row, int forced_token) {
+  const int v = vocab_.vocab_size;
+  // Scores = ((x - max) - log_sum) + beam score, with processors applied as -inf (banned ids,
+  // after the normaliser, as Hugging Face); at a forced step the processed row is -inf but 0 at
+  // the forced token and the normaliser is not applied: lse = {0, 0} keeps x exactly.
+  if (options_.token_scores) {
+    raw_lse_[b] = RowLse(b, row);
+    std::copy(row, row + v, raw_rows_.begin() + static_cast<int64_t>(b) * v);
+  }
+  if (forced_token >= 0) {
+    std::fill(row, row + v, kNegInf);
+    row[forced_token] = 0.0f;
+    return ops::LogSumExp();
+  }
+  // The same normaliser as the raw row's (computed above when token scores are wanted).
+  ops::LogSumExp lse = options_.token_scores ? raw_lse_[b] : RowLse(b, row);
+  if (options_.repetition_penalty != 1.0f) {
+    // The penalty scales log-probabilities: write them out (the same float operations as
+    // TopKLogProbs), then lse = {0, 0} keeps them exactly.
+    for (int i = 0; i < v; ++i) row[i] = (row[i] - lse.max) - lse.log_sum;
+    lse = ops::LogSumExp();
+  }
+  if (options_.has_controls()) ApplyControls(b, row);
+  for (int id : vocab_.banned_ids) row[id] = kNegInf;
+  return lse;
+}
+
+float Search::TokenScore(int row, int token) const {
+  if (!options_.token_scores) return 0.0f;
+  const ops::LogSumExp& lse = raw_lse_[row];
+  return (raw_rows_[static_cast<int64_t>(row) * vocab_.vocab_size + token] - lse.max) - lse.log_sum;
+}
+
+void Search::ExtendBeam(const Beam& parent, int token, float token_score, float score, Beam* next) {
+  next->tokens = parent.tokens;  // within the reserved capacity: no allocation
+  next->tokens.push_back(token);
+  next->ancestry = parent.ancestry;
+  next->token_scores = parent.token_scores;
+  if (options_.token_scores) next->token_scores.push_back(token_score);
+  next->score = score;
+  if (constrained_) {
+    next->constraints = parent.constraints;  // within the reserved capacity too
+    next->constraints.Add(constraint_set_, token);
+  }
+}
+
 void Search::FinishBeamStep() {
   const int beams = options_.beam_size;
-  const int v = vocab_.vocab_size;
   const int per_beam = 2 * beams;
   MergeCandidates(per_beam);
 
   const int generated_len = new_tokens() + 1;  // once this step's token is added
-  auto token_score = [&](const Candidate& c) {
-    if (!options_.token_scores) return 0.0f;
-    const ops::LogSumExp& lse = raw_lse_[c.beam];
-    return (raw_rows_[static_cast<int64_t>(c.beam) * v + c.token] - lse.max) - lse.log_sum;
-  };
   int filled = 0;
   for (size_t rank = 0; rank < candidates_.size() && filled < beams; ++rank) {
     const Candidate& c = candidates_[rank];
     const Beam& parent = beams_[c.beam];
     if (c.token == vocab_.eos_id) {
       if (rank >= static_cast<size_t>(beams)) continue;
-      AddFinished(parent, c.token, token_score(c), c.score, generated_len);
+      AddFinished(parent, c.token, TokenScore(c.beam, c.token), c.score, generated_len);
       continue;
     }
-    Beam& next = next_beams_[filled++];
-    next.tokens = parent.tokens;  // within the reserved capacity: no allocation
-    next.tokens.push_back(c.token);
-    next.ancestry = parent.ancestry;
-    next.token_scores = parent.token_scores;
-    if (options_.token_scores) next.token_scores.push_back(token_score(c));
-    next.score = c.score;
+    ExtendBeam(parent, c.token, TokenScore(c.beam, c.token), c.score, &next_beams_[filled++]);
   }
   std::swap(beams_, next_beams_);
   active_ = filled;
@@ -452,15 +501,134 @@ void Search::FinishBeamStep() {
   }
 }
 
+// One step of Hugging Face's _constrained_beam_search: the candidates of beam search, then
+// ConstrainedBeamSearchScorer.process and step_sentence_constraint.
+void Search::AdvanceConstrained(float* logits) {
+  const int v = vocab_.vocab_size;
+  const int per_beam = 2 * options_.beam_size;
+  const int forced = ForcedStep()           ? vocab_.forced_eos_id
+                     : ConstrainedBosStep() ? options_.forced_bos_id
+                                            : -1;
+  for (int b = 0; b < active_; ++b) {
+    row_lse_[b] = ProcessBeamRow(b, logits + static_cast<int64_t>(b) * v, forced);
+  }
+  shared_row_ = step_ == prefix_length();
+  if (shared_row_) CloneFirstBeam();
+  for (int b = 0; b < active_; ++b) {
+    const int r = RowOf(b);
+    top_count_[b] = ops::TopKLogProbs(logits + static_cast<int64_t>(r) * v, v, row_lse_[r],
+                                      beams_[b].score, per_beam, top_.data() + b * per_beam);
+  }
+  MergeCandidates(per_beam);
+  const int generated_len = new_tokens() + 1;  // once this step's token is added
+  const int top_k = KeepTopKConstrained(generated_len);
+  AddAdvanceCandidates(logits);
+  TakeConstrainedBeams(constrained_candidates_.Select(top_k, options_.beam_size));
+  ++step_;
+  done_ = IsDone(candidates_.front().score, generated_len);
+  if (!done_ && new_tokens() >= options_.max_new_tokens) FinalizeConstrained();
+}
+
+void Search::CloneFirstBeam() {
+  const Beam& first = beams_[0];
+  for (int b = 1; b < options_.beam_size; ++b) {
+    Beam& clone = beams_[b];  // within the reserved capacity: no allocation
+    clone.tokens = first.tokens;
+    clone.ancestry = first.ancestry;
+    clone.token_scores = first.token_scores;
+    clone.constraints = first.constraints;
+    clone.score = -1e9f;
+  }
+  active_ = options_.beam_size;
+}
+
+int Search::KeepTopKConstrained(int generated_len) {
+  const int beams = options_.beam_size;
+  constrained_candidates_.Clear();
+  for (size_t rank = 0; rank < candidates_.size() && constrained_candidates_.size() < beams;
+       ++rank) {
+    const Candidate& c = candidates_[rank];
+    const Beam& parent = beams_[c.beam];
+    if (c.token == vocab_.eos_id) {
+      // Among the first `beams`, it ends a hypothesis whose constraints are all met.
+      if (rank < static_cast<size_t>(beams) && parent.constraints.completed()) {
+        AddFinished(parent, c.token, TokenScore(RowOf(c.beam), c.token), c.score, generated_len);
+      }
+      continue;
+    }
+    scratch_state_ = parent.constraints;
+    scratch_state_.Add(constraint_set_, c.token);
+    constrained_candidates_.Add({c.score, c.beam, c.token, scratch_state_.Bank(constraint_set_)});
+  }
+  return constrained_candidates_.size();
+}
+
+void Search::AddAdvanceCandidates(const float* logits) {
+  for (int b = 0; b < active_; ++b) {
+    const Beam& beam = beams_[b];
+    if (beam.constraints.completed()) continue;
+    beam.constraints.AdvanceBanks(constraint_set_, &scratch_state_, &advance_);
+    const int r = RowOf(b);
+    const float* row = logits + static_cast<int64_t>(r) * vocab_.vocab_size;
+    const ops::LogSumExp lse = row_lse_[r];
+    for (const AdvanceBank& a : advance_) {
+      if (!IsNewSequence(b, a.token)) continue;
+      // The processed score, as TopKLogProbs computes it.
+      const float score = ((row[a.token] - lse.max) - lse.log_sum) + beam.score;
+      constrained_candidates_.Add({score, b, a.token, a.bank});
+    }
+  }
+}
+
+bool Search::IsNewSequence(int beam, int token) const {
+  for (int i = 0; i < constrained_candidates_.size(); ++i) {
+    const ConstrainedCandidates::Candidate& c = constrained_candidates_[i];
+    if (c.token == token && (c.beam == beam || beams_[c.beam].tokens == beams_[beam].tokens)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Search::TakeConstrainedBeams(const std::vector<int>& order) {
+  int filled = 0;
+  for (int i : order) {
+    const ConstrainedCandidates::Candidate& c = constrained_candidates_[i];
+    ExtendBeam(beams_[c.beam], c.token, TokenScore(RowOf(c.beam), c.token), c.score,
+               &next_beams_[filled++]);
+  }
+  std::swap(beams_, next_beams_);
+  active_ = filled;
+  shared_row_ = false;
+}
+
+// The running beams that meet the constraints join the finished hypotheses; when fewer than
+// num_hypotheses do, Hugging Face adds every other one too (its loop stops after "enough", but
+// never counts those it adds).
+void Search::FinalizeConstrained() {
+  int met = 0;
+  for (int b = 0; b < active_; ++b) {
+    if (!beams_[b].constraints.completed()) continue;
+    AddFinished(beams_[b], -1, 0.0f, beams_[b].score, new_tokens());
+    ++met;
+  }
+  if (met < options_.num_hypotheses) {
+    for (int b = 0; b < active_; ++b) {
+      if (beams_[b].constraints.completed()) continue;
+      AddFinished(beams_[b], -1, 0.0f, beams_[b].score, new_tokens());
+    }
+  }
+  done_ = true;
+}
+
 // Adds the beam's tokens (+ `last` with its token score, when last >= 0) as a finished
 // hypothesis; generated_len 0: greedy, whose score is the plain sum.
 void Search::AddFinished(const Beam& beam, int last, float last_score, float sum_logprobs,
                          int generated_len) {
-  const double score =
-      generated_len == 0
-          ? static_cast<double>(sum_logprobs)
-          : static_cast<double>(sum_logprobs) /
-                std::pow(static_cast<double>(generated_len), options_.length_penalty);
+  const double score = generated_len == 0 ? static_cast<double>(sum_logprobs)
+                                          : static_cast<double>(sum_logprobs) /
+                                                std::pow(static_cast<double>(generated_len),
+                                                         options_.length_penalty);
   const size_t beams = static_cast<size_t>(options_.beam_size);
   if (finished_count_ >= beams && !(score > worst_finished_)) return;
   Finished& slot = finished_[finished_count_++];
@@ -500,8 +668,9 @@ void Search::AddFinished(const Beam& beam, int last, float last_score, float sum
 bool Search::IsDone(float best_sum_logprobs, int generated_len) const {
   if (finished_count_ < static_cast<size_t>(options_.beam_size)) return false;
   if (options_.early_stopping) return true;
-  const double best_possible = static_cast<double>(best_sum_logprobs) /
-                               std::pow(static_cast<double>(generated_len), options_.length_penalty);
+  const double best_possible =
+      static_cast<double>(best_sum_logprobs) /
+      std::pow(static_cast<double>(generated_len), options_.length_penalty);
   return worst_finished_ >= best_possible;
 }
 

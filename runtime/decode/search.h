@@ -33,10 +33,30 @@
 // LogitsSummary: normaliser, argmax, largest logits; greedy without scores, the argmax alone)
 // and AdvanceFromSummary decides from that.
 //
+// Constrained beam search (SearchOptions::constraints; constraints.h): Hugging Face's
+// generate(num_beams=N, force_words_ids=...), its _constrained_beam_search and
+// ConstrainedBeamSearchScorer, token for token:
+//   - beam search's candidates (top 2·beams), but an EOS candidate finishes a hypothesis only
+//     when its constraints are all met;
+//   - process() keeps the first `beams` non-EOS candidates; step_sentence_constraint adds, for
+//     each running beam whose constraints are not all met, one candidate per token that makes
+//     progress (ConstraintListState.advance(), scored from that beam's row, unless the sequence
+//     is already a candidate), then keeps `beams` of them by bank (ConstrainedCandidates::Select,
+//     constraints.h);
+//   - Hugging Face runs `beams` hypotheses from the first step, scored 0, -1e9, -1e9, ...: here
+//     they share the one row of the first step (the engine hands one), and become beams of
+//     their own after it. Beams scored -inf (an advance token that the forced first token
+//     excludes) run like any other until they lose their place, as in Hugging Face;
+//   - at the length limit, the running beams that meet the constraints join the finished ones;
+//     when fewer than num_hypotheses do, every other running beam joins too.
+// Constrained steps always need the rows (SummaryTopK() -1, never ForcedWithoutRow() but for the
+// prefix). The state of each beam is kept incrementally (Beam::constraints), which equals Hugging
+// Face's reset() from the whole sequence, the decoder start included.
+//
 // Allocation: the constructor sizes every buffer for the worst case (beam_size hypotheses of
-// max_new_tokens tokens, beam_size + 1 finished ones), so Advance() allocates nothing; Results()
-// and StablePrefix() return new vectors. Move a Search rather than copying it: a copy's vectors
-// lose the reserved capacity.
+// max_new_tokens tokens, beam_size + 1 finished ones, the constrained candidates), so Advance()
+// allocates nothing; Results() and StablePrefix() return new vectors. Move a Search rather than
+// copying it: a copy's vectors lose the reserved capacity.
 #ifndef GLOSSA_RUNTIME_DECODE_SEARCH_H_
 #define GLOSSA_RUNTIME_DECODE_SEARCH_H_
 
@@ -44,6 +64,8 @@
 #include <random>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "decode/constraints.h"
 #include "ops/ops.h"
 
 namespace glossa {
@@ -74,6 +96,9 @@ struct SearchOptions {
   // Greedy's Hypothesis::score wanted (beam search always scores). Without it the score is 0
   // and a step may be decided from the argmax alone (ArgMaxOnly).
   bool scores = true;
+  // Each must appear in the output (constrained beam search, Hugging Face's force_words_ids, in
+  // order; see above): beam search only (ValidateConstraints). Empty: unconstrained.
+  std::vector<Constraint> constraints;
 
   // Decoder positions (and KV cache slots per beam) a hypothesis may use.
   int positions() const { return static_cast<int>(prefix.size()) + max_new_tokens; }
@@ -89,6 +114,11 @@ struct SearchVocab {
   int forced_eos_id = -1;  // -1: none
   std::vector<int> banned_ids;
 };
+
+// OK when options.constraints can be searched for; INVALID_ARGUMENT otherwise: a bad constraint
+// (CheckConstraints), a beam_size below 2 (Hugging Face's constrained search is a beam search),
+// sampling. Search itself does not check: callers validate requests with this first.
+absl::Status ValidateConstraints(const SearchOptions& options, const SearchVocab& vocab);
 
 struct Hypothesis {
   std::vector<int> tokens;  // prefix + generated tokens, ending with EOS unless cut by the limit
@@ -160,7 +190,8 @@ class Search {
     std::vector<int> tokens;
     std::vector<int> ancestry;
     std::vector<float> token_scores;  // with options_.token_scores
-    float score = 0.0f;  // sum of log-probabilities
+    float score = 0.0f;               // sum of log-probabilities
+    ConstraintState constraints;      // constrained search: its progress through the constraints
   };
   struct Finished {
     double score = 0.0;  // Hugging Face keeps these as Python floats
@@ -179,6 +210,11 @@ class Search {
     return vocab_.forced_eos_id >= 0 && new_tokens() == options_.max_new_tokens - 1;
   }
   bool ForcedBosStep() const { return options_.forced_bos_id >= 0 && step_ == 0; }
+  // The forced first token as a step of constrained beam search (Hugging Face's forced-BOS
+  // processor on every beam), not AdvanceForcedBos's single hypothesis.
+  bool ConstrainedBosStep() const {
+    return constrained_ && ForcedBosStep() && options_.prefix.empty();
+  }
   // Step 0 with a forced first token: the one hypothesis takes it at no cost.
   void AdvanceForcedBos(const float* row);
   // Row `beam`'s ComputeArgMaxLogSumExp: the caller's (Advance's stats) or computed now.
@@ -205,8 +241,35 @@ class Search {
   // Picks a token from the processed logits of the single beam by sampling.
   int Sample(float* row);
   void AdvanceBeam(float* logits);
-  // candidates_ = the `count` best (score, beam, token) over all beams, from each beam's sorted
-  // top_ list: higher score first, then lower beam, then lower token (torch.topk over the
+  // Beam search's processors on row `beam` (raw logits), in place: TopKLogProbs(row, returned
+  // normaliser, beam score) then gives log_softmax -> processors -> + beam score exactly. With
+  // forced_token >= 0 every other id is -inf and it is 0 (the normaliser {0, 0}). Keeps the raw
+  // row for token scores.
+  ops::LogSumExp ProcessBeamRow(int beam, float* row, int forced_token);
+  // The raw log-probability of `token` in row `row` kept by ProcessBeamRow (0 without token
+  // scores).
+  float TokenScore(int row, int token) const;
+  // `next` = `parent` + token, scored `score` (sum of log-probabilities).
+  void ExtendBeam(const Beam& parent, int token, float token_score, float score, Beam* next);
+  // Constrained beam search: the constructor's part, the step (see above) and its parts.
+  void InitConstraints();
+  void AdvanceConstrained(float* logits);
+  // Hugging Face's other initial beams: copies of beam 0 scored -1e9, sharing its row.
+  void CloneFirstBeam();
+  // This step's row of `beam`: all read row 0 at the first constrained step.
+  int RowOf(int beam) const { return shared_row_ ? 0 : beam; }
+  // process(): finishes the EOS candidates whose constraints are met, and keeps the first
+  // `beams` other candidates in constrained_candidates_; returns how many.
+  int KeepTopKConstrained(int generated_len);
+  // step_sentence_constraint's advance candidates, scored from the processed rows.
+  void AddAdvanceCandidates(const float* logits);
+  // No candidate yet is `beam`'s tokens + `token`.
+  bool IsNewSequence(int beam, int token) const;
+  void TakeConstrainedBeams(const std::vector<int>& order);
+  // finalize() at the length limit.
+  void FinalizeConstrained();
+  // candidates_ = the `count` best (score, beam, token) over the active beams, from each beam's
+  // sorted top_ list: higher score first, then lower beam, then lower token (torch.topk over the
   // flattened beams × vocab, lowest index first among equals).
   void MergeCandidates(int count);
   // Adds `tokens` (+ `last` when >= 0) as a finished hypothesis.
@@ -239,6 +302,14 @@ class Search {
   std::vector<Finished> finished_;
   size_t finished_count_ = 0;
   double worst_finished_ = 1e9;
+  // Constrained beam search (all empty without constraints).
+  bool constrained_ = false;
+  ConstraintSet constraint_set_;
+  ConstrainedCandidates constrained_candidates_;
+  std::vector<ops::LogSumExp> row_lse_;  // [beam_size]: ProcessBeamRow's normaliser of each row
+  std::vector<AdvanceBank> advance_;     // one beam's advance tokens
+  ConstraintState scratch_state_;
+  bool shared_row_ = false;  // this step's beams all read row 0 (the first constrained step)
 };
 
 }  // namespace glossa

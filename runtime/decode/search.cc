@@ -36,6 +36,8 @@ Search::Search(const SearchOptions& options, const SearchVocab& vocab)
   options_.max_new_tokens = std::max(1, options_.max_new_tokens);
   const int beams = options_.beam_size, length = options_.positions();
   const bool scores = options_.token_scores;
+  const bool sampling = options_.sampling.temperature > 0.0f;
+  constrained_ = !options_.constraints.empty() && beams > 1 && !sampling;
   // Every buffer at its worst-case size now, so that Advance() never allocates.
   for (auto* set : {&beams_, &next_beams_}) {
     set->resize(beams);
@@ -53,12 +55,12 @@ Search::Search(const SearchOptions& options, const SearchVocab& vocab)
     if (scores) f.token_scores.reserve(length);
   }
   if (beams > 1) {
-    top_.resize(static_cast<size_t>(beams) * 2 * beams);
+    // Constrained search keeps one more per beam (AdvanceConstrained).
+    top_.resize(static_cast<size_t>(beams) * (2 * beams + (constrained_ ? 1 : 0)));
     top_count_.resize(beams);
     merge_pos_.resize(beams);
     candidates_.reserve(2 * beams);
   }
-  const bool sampling = options_.sampling.temperature > 0.0f;
   if (sampling) sorted_.reserve(vocab_.vocab_size);
   // Greedy keeps its raw row when sampling or controls rewrite it (its score is of raw logits);
   // beam search only for token scores.
@@ -67,7 +69,6 @@ Search::Search(const SearchOptions& options, const SearchVocab& vocab)
   raw_lse_.resize(beams);
   if (options_.repetition_penalty != 1.0f) gathered_.reserve(length + 1);
   rng_.seed(options_.sampling.seed);
-  constrained_ = !options_.constraints.empty() && beams > 1 && !sampling;
   if (constrained_) InitConstraints();
 }
 
@@ -392,23 +393,22 @@ int Search::Sample(float* row) {
   return sorted_.back().second;
 }
 
-void Search::MergeCandidates(int count) {
+void Search::MergeCandidates(int count, int stride) {
   candidates_.clear();
   std::fill(merge_pos_.begin(), merge_pos_.begin() + active_, 0);
-  const int per_beam = 2 * options_.beam_size;
   while (static_cast<int>(candidates_.size()) < count) {
     int pick = -1;
     float best = 0.0f;
     for (int b = 0; b < active_; ++b) {
       if (merge_pos_[b] == top_count_[b]) continue;
-      const float s = top_[b * per_beam + merge_pos_[b]].score;
+      const float s = top_[b * stride + merge_pos_[b]].score;
       if (pick < 0 || s > best) {
         pick = b;
         best = s;
       }
     }
     if (pick < 0) break;
-    const ops::ScoredId& c = top_[pick * per_beam + merge_pos_[pick]++];
+    const ops::ScoredId& c = top_[pick * stride + merge_pos_[pick]++];
     candidates_.push_back({c.score, pick, c.id});
   }
 }
@@ -475,7 +475,7 @@ void Search::ExtendBeam(const Beam& parent, int token, float token_score, float 
 void Search::FinishBeamStep() {
   const int beams = options_.beam_size;
   const int per_beam = 2 * beams;
-  MergeCandidates(per_beam);
+  MergeCandidates(per_beam, per_beam);
 
   const int generated_len = new_tokens() + 1;  // once this step's token is added
   int filled = 0;
@@ -506,6 +506,7 @@ void Search::FinishBeamStep() {
 void Search::AdvanceConstrained(float* logits) {
   const int v = vocab_.vocab_size;
   const int per_beam = 2 * options_.beam_size;
+  const int stride = per_beam + 1;  // one more: a tie at the edge shows
   const int forced = ForcedStep()           ? vocab_.forced_eos_id
                      : ConstrainedBosStep() ? options_.forced_bos_id
                                             : -1;
@@ -517,9 +518,10 @@ void Search::AdvanceConstrained(float* logits) {
   for (int b = 0; b < active_; ++b) {
     const int r = RowOf(b);
     top_count_[b] = ops::TopKLogProbs(logits + static_cast<int64_t>(r) * v, v, row_lse_[r],
-                                      beams_[b].score, per_beam, top_.data() + b * per_beam);
+                                      beams_[b].score, stride, top_.data() + b * stride);
   }
-  MergeCandidates(per_beam);
+  MergeCandidates(per_beam, stride);
+  if (CandidatesTie(stride)) TorchTopK(logits);
   const int generated_len = new_tokens() + 1;  // once this step's token is added
   const int top_k = KeepTopKConstrained(generated_len);
   AddAdvanceCandidates(logits);
@@ -527,6 +529,64 @@ void Search::AdvanceConstrained(float* logits) {
   ++step_;
   done_ = IsDone(candidates_.front().score, generated_len);
   if (!done_ && new_tokens() >= options_.max_new_tokens) FinalizeConstrained();
+}
+
+bool Search::CandidatesTie(int stride) const {
+  // The ranks process() reads: up to the `beams`-th candidate that is not EOS.
+  size_t used = 0;
+  for (int kept = 0; used < candidates_.size() && kept < options_.beam_size; ++used) {
+    kept += candidates_[used].token != vocab_.eos_id ? 1 : 0;
+  }
+  if (used == 0) return false;
+  // Equal scores matter unless both are the same sequence (the first step's copies of one beam):
+  // either order then makes the same beams.
+  auto ties = [&](const Candidate& a, const Candidate& b) {
+    return a.score == b.score &&
+           (a.token != b.token || beams_[a.beam].tokens != beams_[b.beam].tokens);
+  };
+  for (size_t i = 1; i < used; ++i) {
+    if (ties(candidates_[i - 1], candidates_[i])) return true;
+  }
+  const Candidate& last = candidates_[used - 1];
+  if (used < candidates_.size() && ties(last, candidates_[used])) return true;
+  // The best of each beam's rest, outside the merged list.
+  for (int b = 0; b < active_; ++b) {
+    if (merge_pos_[b] == top_count_[b]) continue;
+    const ops::ScoredId& next = top_[b * stride + merge_pos_[b]];
+    if (ties(last, {next.score, b, next.id})) return true;
+  }
+  return false;
+}
+
+void Search::TorchTopK(const float* logits) {
+  const int v = vocab_.vocab_size;
+  const int64_t n = static_cast<int64_t>(active_) * v;
+  const int k = static_cast<int>(std::min<int64_t>(2 * options_.beam_size, n));
+  torch_topk_.resize(n);  // allocates at the first tie only (see search.h)
+  for (int b = 0; b < active_; ++b) {
+    const int r = RowOf(b);
+    const float* row = logits + static_cast<int64_t>(r) * v;
+    const ops::LogSumExp lse = row_lse_[r];
+    for (int i = 0; i < v; ++i) {
+      torch_topk_[static_cast<int64_t>(b) * v + i] = {
+          ((row[i] - lse.max) - lse.log_sum) + beams_[b].score, b * v + i};
+    }
+  }
+  auto greater = [](const std::pair<float, int>& x, const std::pair<float, int>& y) {
+    return (std::isnan(x.first) && !std::isnan(y.first)) || x.first > y.first;
+  };
+  const auto first = torch_topk_.begin();
+  if (int64_t{k} * 64 <= n) {
+    std::partial_sort(first, first + k, first + n, greater);
+  } else {
+    std::nth_element(first, first + (k - 1), first + n, greater);
+    std::sort(first, first + (k - 1), greater);
+  }
+  candidates_.clear();
+  for (int i = 0; i < k; ++i) {
+    const auto& [score, index] = torch_topk_[i];
+    candidates_.push_back({score, index / v, index % v});
+  }
 }
 
 void Search::CloneFirstBeam() {

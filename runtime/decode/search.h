@@ -49,19 +49,26 @@
 //     excludes) run like any other until they lose their place, as in Hugging Face;
 //   - at the length limit, the running beams that meet the constraints join the finished ones;
 //     when fewer than num_hypotheses do, every other running beam joins too.
-// Constrained steps always need the rows (SummaryTopK() -1, never ForcedWithoutRow() but for the
-// prefix). The state of each beam is kept incrementally (Beam::constraints), which equals Hugging
-// Face's reset() from the whole sequence, the decoder start included.
+// A step whose top candidates tie (always the forced EOS step: its -inf scores) orders them as
+// torch.topk does on the CPU (TorchTopK), not lowest index first: that decides which -inf
+// hypotheses Hugging Face keeps. Constrained steps always need the rows (SummaryTopK() -1, never
+// ForcedWithoutRow() but for the prefix). The state of each beam is kept incrementally
+// (Beam::constraints), which equals Hugging Face's reset() from the whole sequence, the decoder
+// start included.
 //
 // Allocation: the constructor sizes every buffer for the worst case (beam_size hypotheses of
 // max_new_tokens tokens, beam_size + 1 finished ones, the constrained candidates), so Advance()
-// allocates nothing; Results() and StablePrefix() return new vectors. Move a Search rather than
-// copying it: a copy's vectors lose the reserved capacity.
+// allocates nothing, but for constrained search's first tie (TorchTopK's beams × vocab pairs,
+// kept for the next ones; sized here, they would hold that memory in every constrained search,
+// most of which tie only at the length limit's forced EOS, if at all). Results() and StablePrefix()
+// return new vectors. Move a Search rather than copying it: a copy's vectors lose the reserved
+// capacity.
 #ifndef GLOSSA_RUNTIME_DECODE_SEARCH_H_
 #define GLOSSA_RUNTIME_DECODE_SEARCH_H_
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -254,6 +261,13 @@ class Search {
   // Constrained beam search: the constructor's part, the step (see above) and its parts.
   void InitConstraints();
   void AdvanceConstrained(float* logits);
+  // Among the candidates process() reads, two different sequences score the same, or the last
+  // one the same as one left out: torch.topk's order may then differ from MergeCandidates'.
+  bool CandidatesTie(int stride) const;
+  // candidates_ in torch.topk's own order (CPU): over the (score, index) pairs of the flattened
+  // beams × vocab, std::partial_sort when k * 64 <= n, else std::nth_element then std::sort of
+  // the first k - 1, with a "greater, NaN first" comparator; libstdc++'s order of equal scores.
+  void TorchTopK(const float* logits);
   // Hugging Face's other initial beams: copies of beam 0 scored -1e9, sharing its row.
   void CloneFirstBeam();
   // This step's row of `beam`: all read row 0 at the first constrained step.
@@ -269,9 +283,9 @@ class Search {
   // finalize() at the length limit.
   void FinalizeConstrained();
   // candidates_ = the `count` best (score, beam, token) over the active beams, from each beam's
-  // sorted top_ list: higher score first, then lower beam, then lower token (torch.topk over the
-  // flattened beams × vocab, lowest index first among equals).
-  void MergeCandidates(int count);
+  // sorted top_ list (`stride` apart): higher score first, then lower beam, then lower token
+  // (torch.topk over the flattened beams × vocab, lowest index first among equals).
+  void MergeCandidates(int count, int stride);
   // Adds `tokens` (+ `last` when >= 0) as a finished hypothesis.
   void AddFinished(const Beam& beam, int last, float last_score, float sum_logprobs,
                    int generated_len);
@@ -309,6 +323,8 @@ class Search {
   std::vector<ops::LogSumExp> row_lse_;  // [beam_size]: ProcessBeamRow's normaliser of each row
   std::vector<AdvanceBank> advance_;     // one beam's advance tokens
   ConstraintState scratch_state_;
+  // TorchTopK's pairs: [active beams × vocab], sized at the first tie.
+  std::vector<std::pair<float, int>> torch_topk_;
   bool shared_row_ = false;  // this step's beams all read row 0 (the first constrained step)
 };
 

@@ -266,6 +266,22 @@ absl::Status Engine::CheckJob(const Job& job) const {
         " needs ", KvBlocksFor(s) * pool_.block_bytes() >> 20, " MiB of KV cache, more than the ",
         kv_budget_blocks_ * pool_.block_bytes() >> 20, " MiB budget: lower either option"));
   }
+  return CheckConstraintsOf(job);
+}
+
+absl::Status Engine::CheckConstraintsOf(const Job& job) const {
+  if (job.constraints.empty()) return absl::OkStatus();
+  if (job.constraints.size() != job.sources.size()) {
+    return absl::InvalidArgumentError("a job's constraints need one list per source");
+  }
+  SearchOptions with = job.search;
+  for (size_t i = 0; i < job.constraints.size(); ++i) {
+    if (job.constraints[i].empty()) continue;
+    with.constraints = job.constraints[i];
+    if (absl::Status ok = ValidateConstraints(with, vocab_); !ok.ok()) {
+      return absl::Status(ok.code(), absl::StrCat("text ", i, ": ", ok.message()));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -445,7 +461,7 @@ void Engine::StartSequences(Worker* worker, std::vector<Admitted>& admitted) {
     JobState& job = StateOf(live[i]);
     const SearchOptions& search = job.job->search;
     auto group = std::make_unique<SequenceGroup>(
-        Search(search, vocab_), encoded, static_cast<int>(i),
+        NewSearch(*job.job, live[i].index), encoded, static_cast<int>(i),
         std::make_unique<KvCache>(&pool_, c.decoder_layers, c.d_model, search.beam_size,
                                   search.positions()));
     group->job = std::static_pointer_cast<JobState>(live[i].job);
@@ -456,6 +472,15 @@ void Engine::StartSequences(Worker* worker, std::vector<Admitted>& admitted) {
     active_rows_.fetch_add(1);
     worker->batch.Add(std::move(group));
   }
+}
+
+Search Engine::NewSearch(const Job& job, int source) const {
+  if (job.constraints.empty() || job.constraints[source].empty()) {
+    return Search(job.search, vocab_);
+  }
+  SearchOptions with = job.search;
+  with.constraints = job.constraints[source];
+  return Search(with, vocab_);
 }
 
 bool Engine::PauseBatchWork(Worker* worker) {

@@ -97,6 +97,9 @@ using JobResult = absl::StatusOr<std::vector<std::vector<Hypothesis>>>;
 struct Job {
   std::vector<std::vector<int>> sources;  // token ids, each ending with </s>
   SearchOptions search;
+  // Empty, or one list per source: the constraints of that source's search (its
+  // SearchOptions::constraints; glossary terms), beam search only (ValidateConstraints).
+  std::vector<std::vector<Constraint>> constraints;
   Lane lane = Lane::kInteractive;
   absl::Time deadline = absl::InfiniteFuture();
   // Optional, for jobs of one source: called after a step with the tokens that are now certain
@@ -188,6 +191,10 @@ class Engine {
   int KvBlocksFor(const SearchOptions& search) const;
   // INVALID_ARGUMENT when a source or the search options are out of range for this engine.
   absl::Status CheckJob(const Job& job) const;
+  // Each source's constraints with the job's search options (ValidateConstraints).
+  absl::Status CheckConstraintsOf(const Job& job) const;
+  // The search of source `source` of `job`: the job's options with that source's constraints.
+  Search NewSearch(const Job& job, int source) const;
   // The target prefix's ids (no EOS); INVALID_ARGUMENT when it is not UTF-8 or too long.
   absl::StatusOr<std::vector<int>> EncodePrefix(const std::string& text) const;
 

@@ -1,8 +1,74 @@
 #include "engine/text_job.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "util/status_macros.h"
 
 namespace glossa {
+namespace {
+
+// Term `index` as a constraint: each target one alternative.
+absl::StatusOr<Constraint> TermConstraint(const Model& model, const GlossaryTerm& term,
+                                          size_t index) {
+  Constraint constraint;
+  for (size_t j = 0; j < term.targets.size(); ++j) {
+    auto ids = model.tokenizer().EncodeTarget(term.targets[j]);
+    if (!ids.ok() || ids->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("glossary entry ", index, ", target ", j, ": ",
+                       ids.ok() ? "the term is empty" : ids.status().message()));
+    }
+    constraint.alternatives.push_back(*std::move(ids));
+  }
+  if (constraint.alternatives.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("glossary entry ", index, " has no target term"));
+  }
+  if (absl::Status ok = CheckConstraints({constraint}, model.config().target_vocab_size);
+      !ok.ok()) {
+    // "constraint 0: alternative 0 starts alternative 1 (...)" in the glossary's words.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "glossary entry ", index, ": as tokens, ",
+        absl::StrReplaceAll(ok.message(),
+                            {{"constraint 0: alternative", "target"}, {"alternative", "target"}})));
+  }
+  return constraint;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<Constraint>>> GlossaryConstraints(
+    const Model& model, const std::vector<std::string>& texts, const TextSources& sources,
+    const std::vector<GlossaryTerm>& terms, int max_per_text) {
+  std::vector<std::vector<Constraint>> out;
+  if (terms.empty()) return out;
+  GLOSSA_ASSIGN_OR_RETURN(const GlossaryMatcher matcher, GlossaryMatcher::Create(terms));
+  std::map<int, Constraint> encoded;  // the terms that occur, encoded once
+  bool any = false;
+  out.resize(sources.sources.size());
+  for (size_t k = 0; k < sources.sources.size(); ++k) {
+    const size_t text = sources.text_index[k];
+    const std::vector<int> found = matcher.Match(texts[text]);
+    if (static_cast<int>(found.size()) > max_per_text) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "text ", text, " holds ", found.size(), " glossary terms; at most ", max_per_text,
+          " apply to one text (sentence, with split_sentences)"));
+    }
+    for (int term : found) {
+      auto it = encoded.find(term);
+      if (it == encoded.end()) {
+        GLOSSA_ASSIGN_OR_RETURN(Constraint constraint, TermConstraint(model, terms[term], term));
+        it = encoded.emplace(term, std::move(constraint)).first;
+      }
+      out[k].push_back(it->second);
+      any = true;
+    }
+  }
+  if (!any) out.clear();
+  return out;
+}
 
 absl::StatusOr<TextSources> TokenizeTexts(const Model& model, const std::vector<std::string>& texts,
                                           int max_tokens, int language_token) {

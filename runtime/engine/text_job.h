@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "decode/search.h"
 #include "engine/model.h"
+#include "text/glossary.h"
 
 namespace glossa {
 
@@ -34,6 +35,17 @@ struct TextSources {
 // (LanguagePair::source_token), placed where the model's tokenizer puts it.
 absl::StatusOr<TextSources> TokenizeTexts(const Model& model, const std::vector<std::string>& texts,
                                           int max_tokens = 0, int language_token = -1);
+
+// Per source of `sources` (tokenized from `texts`): one constraint per glossary term that occurs
+// in its text (GlossaryMatcher), in term order, its targets the alternatives, each encoded as
+// the model's target tokenizer encodes target text (Tokenizer::EncodeTarget: Hugging Face's
+// `tokenizer(text_target=t, add_special_tokens=False)`, the ids of its force_words_ids). Empty
+// when no term occurs anywhere. INVALID_ARGUMENT names the entry (a target that is not UTF-8 or
+// encodes to nothing, alternatives of which one starts another) or the text (more than
+// `max_per_text` terms occur in it).
+absl::StatusOr<std::vector<std::vector<Constraint>>> GlossaryConstraints(
+    const Model& model, const std::vector<std::string>& texts, const TextSources& sources,
+    const std::vector<GlossaryTerm>& terms, int max_per_text);
 
 // One Translation per text, in order; empty texts get one empty hypothesis.
 std::vector<Translation> DetokenizeResults(const Model& model, const TextSources& sources,

@@ -98,7 +98,11 @@ std::vector<std::optional<Translation>> TakeCached(ResultCache* cache,
                                                    PreparedRequest* p) {
   std::vector<std::optional<Translation>> cached(texts.size());
   // Documents (split_sentences) are not cached: their sources are sentences, not the texts.
-  if (cache == nullptr || !p->deterministic || p->documents != nullptr) return cached;
+  // Nor are requests whose glossary terms occur in their texts (each text its own constraints).
+  if (cache == nullptr || !p->deterministic || p->documents != nullptr ||
+      !p->constraints.empty()) {
+    return cached;
+  }
   TextSources& s = p->sources;
   size_t kept = 0;
   for (size_t k = 0; k < s.sources.size(); ++k) {
@@ -116,7 +120,7 @@ std::vector<std::optional<Translation>> TakeCached(ResultCache* cache,
 void StoreAndMerge(ResultCache* cache, const std::vector<std::string>& texts,
                    const PreparedRequest& p, std::vector<std::optional<Translation>> cached,
                    std::vector<Translation>* translations) {
-  if (cache != nullptr && p.deterministic && p.documents == nullptr) {
+  if (cache != nullptr && p.deterministic && p.documents == nullptr && p.constraints.empty()) {
     for (size_t i : p.sources.text_index) cache->Insert(CacheKey(p, texts[i]), (*translations)[i]);
   }
   for (size_t i = 0; i < cached.size() && i < translations->size(); ++i) {

@@ -52,6 +52,7 @@ std::shared_ptr<Job> NewJob(const PreparedRequest& p, absl::Time deadline) {
   auto job = std::make_shared<Job>();
   job->sources = p.sources.sources;
   job->search = p.search;
+  job->constraints = p.constraints;
   job->lane = p.lane;
   job->deadline = deadline;
   return job;

@@ -159,6 +159,12 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
   request.set_source_language(source);
   request.set_target_language(r.target);
   request.set_split_sentences(true);  // documents, sentence by sentence, spacing kept
+  request.set_glossary_id(r.glossary_id);
+  for (const auto& [term, targets] : r.glossary) {
+    v1::GlossaryEntry* entry = request.add_glossary();
+    entry->set_source(term);
+    for (const std::string& target : targets) entry->add_targets(target);
+  }
   if (r.alternatives > 0) {
     const int n = r.alternatives + 1;
     request.mutable_options()->set_num_hypotheses(n);

@@ -36,6 +36,10 @@ struct LibreRequest {
   bool batch = false;  // q was an array: answer with arrays
   std::string source, target, format, api_key;
   int alternatives = 0;
+  // Glossa's additions: {"term": "translation" or ["translation", ...], ...} (in a form, that
+  // object as JSON text), and a stored glossary's id (TranslateRequest.glossary, glossary_id).
+  std::vector<std::pair<std::string, std::vector<std::string>>> glossary;
+  std::string glossary_id;
 };
 // INVALID_ARGUMENT with LibreTranslate's wording ("Invalid request: missing q parameter").
 absl::StatusOr<LibreRequest> ParseLibreRequest(const HttpRequest& request);

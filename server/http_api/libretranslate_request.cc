@@ -14,7 +14,7 @@
 namespace glossa::server {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // a glossary's entries keep the order they came in
 
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("Invalid request: ", what));
@@ -51,6 +51,29 @@ bool IsJson(absl::string_view content_type) {
   return absl::EqualsIgnoreCase(m, "application/json") || absl::EndsWithIgnoreCase(m, "+json");
 }
 
+// {"term": "translation" | ["translation", ...], ...}, in the object's order.
+absl::Status ParseGlossary(const json& glossary, LibreRequest* r) {
+  constexpr char kShape[] =
+      "glossary must be an object of source terms, each a translation or a list of them";
+  if (glossary.is_null()) return absl::OkStatus();
+  if (!glossary.is_object()) return Invalid(kShape);
+  for (const auto& [source, targets] : glossary.items()) {
+    std::vector<std::string> list;
+    if (targets.is_string()) {
+      list.push_back(targets.get<std::string>());
+    } else if (targets.is_array()) {
+      for (const json& target : targets) {
+        if (!target.is_string()) return Invalid(kShape);
+        list.push_back(target.get<std::string>());
+      }
+    } else {
+      return Invalid(kShape);
+    }
+    r->glossary.emplace_back(source, std::move(list));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LibreRequest> FromJson(absl::string_view body) {
   const json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Invalid("the body is not valid JSON");
@@ -66,8 +89,12 @@ absl::StatusOr<LibreRequest> FromJson(absl::string_view body) {
   for (auto [name, out] : {std::pair{"source", &r.source},
                            {"target", &r.target},
                            {"format", &r.format},
-                           {"api_key", &r.api_key}}) {
+                           {"api_key", &r.api_key},
+                           {"glossary_id", &r.glossary_id}}) {
     if (absl::Status s = string_field(name, out); !s.ok()) return s;
+  }
+  if (auto g = doc.find("glossary"); g != doc.end()) {
+    if (absl::Status s = ParseGlossary(*g, &r); !s.ok()) return s;
   }
   if (auto q = doc.find("q"); q != doc.end()) {
     if (q->is_string()) {
@@ -112,6 +139,12 @@ absl::StatusOr<LibreRequest> FromForm(const HttpRequest& request) {
       r.format = value;
     } else if (name == "api_key") {
       r.api_key = value;
+    } else if (name == "glossary_id") {
+      r.glossary_id = value;
+    } else if (name == "glossary" && !value.empty()) {
+      const json glossary = json::parse(value, nullptr, /*allow_exceptions=*/false);
+      if (glossary.is_discarded()) return Invalid("glossary must be a JSON object");
+      if (absl::Status s = ParseGlossary(glossary, &r); !s.ok()) return s;
     } else if (name == "alternatives" && !value.empty()) {
       if (!absl::SimpleAtoi(value, &r.alternatives) || r.alternatives < 0 || r.alternatives > 64) {
         return Invalid("alternatives must be a whole number from 0 to 64");

@@ -72,6 +72,60 @@ absl::Status CheckLanguageField(const char* field, const std::string& value) {
   return absl::OkStatus();
 }
 
+// The request's glossary as terms, checked against the limits.
+absl::StatusOr<std::vector<GlossaryTerm>> GlossaryTerms(const v1::TranslateRequest& request,
+                                                        const RequestLimits& limits) {
+  if (!request.glossary_id().empty()) {
+    return absl::UnimplementedError(
+        "glossary_id: this server keeps no stored glossaries; send the entries in glossary");
+  }
+  if (request.glossary_size() > limits.max_glossary_entries) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the glossary holds ", request.glossary_size(), " entries; the limit is ",
+        limits.max_glossary_entries, " per request"));
+  }
+  std::vector<GlossaryTerm> terms;
+  for (int i = 0; i < request.glossary_size(); ++i) {
+    const v1::GlossaryEntry& entry = request.glossary(i);
+    GlossaryTerm term{entry.source(), {entry.targets().begin(), entry.targets().end()}};
+    if (term.source.size() > static_cast<size_t>(limits.max_glossary_term_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "glossary entry ", i, ": the source term is ", term.source.size(),
+          " bytes; the limit is ", limits.max_glossary_term_bytes));
+    }
+    for (size_t j = 0; j < term.targets.size(); ++j) {
+      if (term.targets[j].size() > static_cast<size_t>(limits.max_glossary_term_bytes)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "glossary entry ", i, ", target ", j, ": ", term.targets[j].size(),
+            " bytes; the limit is ", limits.max_glossary_term_bytes));
+      }
+    }
+    terms.push_back(std::move(term));
+  }
+  return terms;
+}
+
+// The constraints of the glossary terms found in `texts` (the sources' texts), into p.
+absl::Status PrepareGlossary(const v1::TranslateRequest& request, const RequestLimits& limits,
+                             const std::vector<std::string>& texts, PreparedRequest* p) {
+  GLOSSA_ASSIGN_OR_RETURN(const std::vector<GlossaryTerm> terms, GlossaryTerms(request, limits));
+  if (terms.empty()) return absl::OkStatus();
+  if (p->search.sampling.temperature > 0.0f) {
+    return absl::InvalidArgumentError(
+        "a glossary is enforced by beam search: it does not go with sampling "
+        "(sampling_temperature)");
+  }
+  if (p->search.beam_size < 2) {
+    return absl::InvalidArgumentError(
+        "a glossary is enforced by beam search: set beam_size to 2 or more, or leave it 0 for "
+        "the server's default (when that is 2 or more)");
+  }
+  GLOSSA_ASSIGN_OR_RETURN(p->constraints,
+                          GlossaryConstraints(*p->model->model, texts, p->sources, terms,
+                                              limits.max_glossary_terms_per_text));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* request) {
@@ -88,6 +142,10 @@ bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* 
   if (had_options) prefix = std::move(*raw.mutable_options()->mutable_target_prefix());
   google::protobuf::RepeatedPtrField<std::string> texts;
   texts.Swap(raw.mutable_texts());
+  google::protobuf::RepeatedPtrField<internal::RawGlossaryEntry> glossary;
+  glossary.Swap(raw.mutable_glossary());
+  std::string glossary_id = std::move(*raw.mutable_glossary_id());
+  raw.clear_glossary_id();
   raw.clear_model();
   raw.clear_source_language();
   raw.clear_target_language();
@@ -97,6 +155,12 @@ bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* 
   request->set_source_language(std::move(source_language));
   request->set_target_language(std::move(target_language));
   for (std::string& text : texts) request->add_texts(std::move(text));
+  request->set_glossary_id(std::move(glossary_id));
+  for (internal::RawGlossaryEntry& raw_entry : glossary) {
+    v1::GlossaryEntry* entry = request->add_glossary();
+    entry->set_source(std::move(*raw_entry.mutable_source()));
+    for (std::string& target : *raw_entry.mutable_targets()) entry->add_targets(std::move(target));
+  }
   if (had_options) request->mutable_options()->set_target_prefix(std::move(prefix));
   return true;
 }
@@ -168,6 +232,7 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
   GLOSSA_ASSIGN_OR_RETURN(p.sources, TokenizeTexts(model, texts, limits.max_text_tokens,
                                                    languages.source_token));
   p.source_token = languages.source_token;
+  GLOSSA_RETURN_IF_ERROR(PrepareGlossary(request, limits, texts, &p));
   return p;
 }
 

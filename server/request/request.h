@@ -18,6 +18,9 @@ struct RequestLimits {
   int64_t max_text_bytes = 10000;
   int max_text_tokens = 0;  // 0: the model's limit
   int max_texts = 256;
+  int max_glossary_entries = 256;   // in TranslateRequest.glossary
+  int max_glossary_term_bytes = 256;
+  int max_glossary_terms_per_text = 16;  // terms that occur in one text (a sentence, split)
 };
 
 struct PreparedRequest {
@@ -32,6 +35,8 @@ struct PreparedRequest {
   // False for sampling without a seed (the engine draws one): nothing to cache.
   bool deterministic = true;
   int source_token = -1;  // the source language token of multilingual models (-1: none)
+  // Empty, or per source of `sources`: the constraints of the glossary terms in its text.
+  std::vector<std::vector<Constraint>> constraints;
 };
 
 // Parses a glossa.v1.TranslateRequest from its wire bytes. It goes through

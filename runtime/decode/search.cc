@@ -562,7 +562,9 @@ void Search::TorchTopK(const float* logits) {
   const int v = vocab_.vocab_size;
   const int64_t n = static_cast<int64_t>(active_) * v;
   const int k = static_cast<int>(std::min<int64_t>(2 * options_.beam_size, n));
-  torch_topk_.resize(n);  // allocates at the first tie only (see search.h)
+  // Allocates at the first tie only (see search.h), for every beam at once.
+  torch_topk_.reserve(static_cast<size_t>(options_.beam_size) * v);
+  torch_topk_.resize(n);
   for (int b = 0; b < active_; ++b) {
     const int r = RowOf(b);
     const float* row = logits + static_cast<int64_t>(r) * v;

@@ -1,7 +1,8 @@
 // glossa-translate: offline translation of lines with the in-process engine.
-//   glossa-translate --model FILE [--beam_size N] < in.txt > out.txt
+//   glossa-translate --model FILE [--beam_size N] [--glossary FILE.tsv] < in.txt > out.txt
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -9,8 +10,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "util/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cli/control_flags.h"
 #include "engine/translator.h"
@@ -47,6 +51,12 @@ ABSL_FLAG(bool, split_sentences, false, "Translate each sentence of a line on it
           "sentence breaks for the model's source language; over-long sentences cut further) and "
           "join the translations with the line's own spacing");
 ABSL_FLAG(int, chunk_lines, 1024, "Lines read, sorted by length and translated at a time");
+ABSL_FLAG(std::string, glossary, "",
+          "Glossary file: one 'SOURCE<TAB>TARGET' per line (a repeated source adds another "
+          "target, any one of which will do; blank lines and lines starting with # skipped). "
+          "Where a source term occurs in a line (as whole words, case and Unicode compatibility "
+          "forms folded), its translation contains the target; beam search only, at most 16 "
+          "terms per line (per sentence with --split_sentences)");
 
 namespace {
 
@@ -80,6 +90,74 @@ void WriteChunk(const std::vector<glossa::Translation>& results, size_t first_in
     }
   }
   out.flush();
+}
+
+struct Glossary {
+  std::vector<glossa::GlossaryTerm> terms;
+  std::vector<int> line_of_term;  // the file line (from 1) of each term's first target
+};
+
+// Reads a glossary TSV file; the error names the file and the line.
+absl::StatusOr<Glossary> ReadGlossary(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read --glossary '", path, "'"));
+  Glossary glossary;
+  std::map<std::string, size_t> index;  // source -> its term
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (absl::StripAsciiWhitespace(line).empty() || line[0] == '#') continue;
+    const std::vector<absl::string_view> fields = absl::StrSplit(line, '\t');
+    const auto bad = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--glossary '", path, "' line ", number, ": ", why));
+    };
+    if (fields.size() != 2) {
+      return bad(absl::StrCat("expected SOURCE<TAB>TARGET, found ", fields.size(),
+                              fields.size() == 1 ? " field" : " fields"));
+    }
+    const std::string source(absl::StripAsciiWhitespace(fields[0]));
+    const std::string target(absl::StripAsciiWhitespace(fields[1]));
+    if (source.empty()) return bad("the source term is empty");
+    if (target.empty()) return bad("the target term is empty");
+    auto [it, added] = index.emplace(source, glossary.terms.size());
+    if (added) {
+      glossary.terms.push_back({source, {}});
+      glossary.line_of_term.push_back(number);
+    }
+    std::vector<std::string>& targets = glossary.terms[it->second].targets;
+    if (std::find(targets.begin(), targets.end(), target) == targets.end()) {
+      targets.push_back(target);
+    }
+  }
+  return glossary;
+}
+
+// Checks every term as GlossaryConstraints will (source and targets valid UTF-8 and not empty
+// once normalised or encoded, no target a token prefix of another) by matching each term's
+// source against itself; the error names the term's file line.
+absl::Status CheckGlossary(const glossa::Model& model, const Glossary& glossary,
+                           const std::string& path) {
+  for (size_t k = 0; k < glossary.terms.size(); ++k) {
+    const std::vector<std::string> texts = {glossary.terms[k].source};
+    absl::Status status = [&]() -> absl::Status {
+      auto sources = glossa::TokenizeTexts(model, texts);
+      if (!sources.ok()) return sources.status();
+      return glossa::GlossaryConstraints(model, texts, *sources, {glossary.terms[k]}, 1).status();
+    }();
+    if (!status.ok()) {
+      // "glossary entry 0, target 1: ..." or "glossary entry 0: ..." (a message about the term).
+      absl::string_view message = status.message();
+      if (!absl::ConsumePrefix(&message, "glossary entry 0")) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--glossary '", path, "' line ", glossary.line_of_term[k], ": ", message));
+      }
+      return absl::InvalidArgumentError(absl::StrCat("--glossary '", path, "' line ",
+                                                     glossary.line_of_term[k], " (source '",
+                                                     glossary.terms[k].source, "')", message));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -130,6 +208,16 @@ int main(int argc, char** argv) {
   opts.token_scores = absl::GetFlag(FLAGS_token_scores);
   // The n-best format always prints scores.
   opts.scores = absl::GetFlag(FLAGS_scores) || opts.num_hypotheses > 1;
+  if (const std::string path = absl::GetFlag(FLAGS_glossary); !path.empty()) {
+    auto glossary = ReadGlossary(path);
+    absl::Status checked =
+        glossary.ok() ? CheckGlossary(**model, *glossary, path) : glossary.status();
+    if (!checked.ok()) {
+      std::cerr << "glossa-translate: " << checked.message() << "\n";
+      return 2;
+    }
+    opts.glossary = std::move(glossary->terms);
+  }
   if (auto resolved = translator.Resolve(opts); !resolved.ok()) {
     std::cerr << "glossa-translate: " << resolved.status().message() << "\n";
     return 2;

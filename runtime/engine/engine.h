@@ -39,6 +39,7 @@
 #include "engine/model.h"
 #include "engine/step_batch.h"
 #include "layers/kv_cache.h"
+#include "text/glossary.h"
 
 namespace glossa {
 
@@ -60,6 +61,9 @@ struct TranslateOptions {
   // multilingual models; the source token is the tokenizer's business (TokenizeTexts).
   std::string source_language;
   std::string target_language;
+  // Terms whose targets the translations of texts holding them must contain (beam search only);
+  // Translator turns them into Job::constraints. Engine::Resolve ignores them.
+  std::vector<GlossaryTerm> glossary;
 };
 
 // Time source, injectable for tests.

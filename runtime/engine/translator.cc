@@ -27,9 +27,34 @@ Translator::Translator(std::shared_ptr<const Model> model, TranslatorOptions opt
   engine_ = std::make_unique<Engine>(model_, e);
 }
 
+absl::StatusOr<SearchOptions> Translator::Resolve(const TranslateOptions& options) const {
+  GLOSSA_ASSIGN_OR_RETURN(SearchOptions search, engine_->Resolve(options));
+  if (options.glossary.empty()) return search;
+  if (search.sampling.temperature > 0.0f) {
+    return absl::InvalidArgumentError(
+        "a glossary is enforced by beam search: it does not go with sampling");
+  }
+  if (search.beam_size < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a glossary is enforced by beam search: beam size ", search.beam_size,
+        " is greedy search; use a beam size of 2 or more"));
+  }
+  return search;
+}
+
 absl::StatusOr<std::vector<std::vector<Hypothesis>>> Translator::TranslateIds(
     const std::vector<std::vector<int>>& sources, const TranslateOptions& options) const {
-  GLOSSA_ASSIGN_OR_RETURN(SearchOptions search, engine_->Resolve(options));
+  if (!options.glossary.empty()) {
+    return absl::InvalidArgumentError(
+        "a glossary needs the texts: its terms are found in them, not in token ids");
+  }
+  GLOSSA_ASSIGN_OR_RETURN(SearchOptions search, Resolve(options));
+  return Run(sources, {}, search);
+}
+
+absl::StatusOr<std::vector<std::vector<Hypothesis>>> Translator::Run(
+    const std::vector<std::vector<int>>& sources,
+    std::vector<std::vector<Constraint>> constraints, const SearchOptions& search) const {
   // Longest first; results go back to input order.
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
@@ -38,6 +63,9 @@ absl::StatusOr<std::vector<std::vector<Hypothesis>>> Translator::TranslateIds(
   });
   auto job = std::make_shared<Job>();
   for (size_t i : order) job->sources.push_back(sources[i]);
+  if (!constraints.empty()) {
+    for (size_t i : order) job->constraints.push_back(std::move(constraints[i]));
+  }
   job->search = search;
   absl::Notification done;
   JobResult result;
@@ -49,11 +77,13 @@ absl::StatusOr<std::vector<std::vector<Hypothesis>>> Translator::TranslateIds(
   if (!submitted.ok()) {
     // Name the caller's text, not its place in the sorted job.
     for (size_t k = 0; k < order.size(); ++k) {
-      const std::string prefix = absl::StrCat("text ", k, " ");
-      if (absl::StartsWith(submitted.message(), prefix)) {
-        return absl::Status(submitted.code(),
-                            absl::StrCat("text ", order[k], " ",
-                                         submitted.message().substr(prefix.size())));
+      for (const char* after : {" ", ": "}) {
+        const std::string prefix = absl::StrCat("text ", k, after);
+        if (absl::StartsWith(submitted.message(), prefix)) {
+          return absl::Status(submitted.code(),
+                              absl::StrCat("text ", order[k], after,
+                                           submitted.message().substr(prefix.size())));
+        }
       }
     }
     return submitted;
@@ -70,9 +100,16 @@ absl::StatusOr<std::vector<Translation>> Translator::Translate(
   GLOSSA_ASSIGN_OR_RETURN(const LanguagePair languages,
                           ResolveLanguages(model_->info(), model_->tokenizer(),
                                            options.source_language, options.target_language));
+  GLOSSA_ASSIGN_OR_RETURN(const SearchOptions search, Resolve(options));
   GLOSSA_ASSIGN_OR_RETURN(TextSources sources,
                           TokenizeTexts(*model_, texts, 0, languages.source_token));
-  GLOSSA_ASSIGN_OR_RETURN(auto hyps, TranslateIds(sources.sources, options));
+  std::vector<std::vector<Constraint>> constraints;
+  if (!options.glossary.empty()) {
+    GLOSSA_ASSIGN_OR_RETURN(constraints, GlossaryConstraints(*model_, texts, sources,
+                                                             options.glossary,
+                                                             kMaxGlossaryTermsPerText));
+  }
+  GLOSSA_ASSIGN_OR_RETURN(auto hyps, Run(sources.sources, std::move(constraints), search));
   return DetokenizeResults(*model_, sources, std::move(hyps));
 }
 

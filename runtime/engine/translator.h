@@ -1,6 +1,9 @@
 // Synchronous translation of lists of texts with one model, in-process: the offline CLI, the
 // benchmarks and the tests use it. Texts are tokenized, sorted by length (so sentences decoded
 // together end at similar times), submitted to an Engine as one job, and returned in input order.
+// A glossary (TranslateOptions::glossary) becomes the job's constraints: each text's translation
+// contains a target of every term found in it (GlossaryConstraints, at most
+// kMaxGlossaryTermsPerText per text), by constrained beam search.
 #ifndef GLOSSA_RUNTIME_ENGINE_TRANSLATOR_H_
 #define GLOSSA_RUNTIME_ENGINE_TRANSLATOR_H_
 
@@ -25,6 +28,8 @@ struct TranslatorOptions {
 
 class Translator {
  public:
+  static constexpr int kMaxGlossaryTermsPerText = 16;
+
   Translator(std::shared_ptr<const Model> model, TranslatorOptions options = {});
 
   // Empty texts translate to one empty hypothesis without decoding.
@@ -34,17 +39,23 @@ class Translator {
   // translated as one job, each text rebuilt with its own whitespace.
   absl::StatusOr<std::vector<Translation>> TranslateDocuments(const std::vector<std::string>& texts,
                                                               const TranslateOptions& options) const;
-  // The same from source ids (each ending with </s>); no text in the results.
+  // The same from source ids (each ending with </s>); no text in the results, and no glossary
+  // (INVALID_ARGUMENT: its terms are found in texts).
   absl::StatusOr<std::vector<std::vector<Hypothesis>>> TranslateIds(
       const std::vector<std::vector<int>>& sources, const TranslateOptions& options) const;
 
-  absl::StatusOr<SearchOptions> Resolve(const TranslateOptions& options) const {
-    return engine_->Resolve(options);
-  }
+  // The engine's search options (Engine::Resolve); with a glossary, INVALID_ARGUMENT unless they
+  // are a beam search (beam size 2 or more, no sampling).
+  absl::StatusOr<SearchOptions> Resolve(const TranslateOptions& options) const;
   const Model& model() const { return *model_; }
   const Engine& engine() const { return *engine_; }
 
  private:
+  // TranslateIds with one constraint list per source (or none).
+  absl::StatusOr<std::vector<std::vector<Hypothesis>>> Run(
+      const std::vector<std::vector<int>>& sources,
+      std::vector<std::vector<Constraint>> constraints, const SearchOptions& search) const;
+
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Engine> engine_;
 };

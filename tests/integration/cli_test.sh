@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End to end through glossa-translate: translations, n-best output, errors.
+# End to end through glossa-translate: translations, n-best output, glossaries, errors.
 #   cli_test.sh GLOSSA_TRANSLATE MODEL SHARED_DIR
 set -u
 bin=$1 model=$2 shared=$3
@@ -32,6 +32,19 @@ head -c 5000 /dev/urandom >"$tmp/garbage.glossa"
 check "garbage model: exit 2, not a Glossa model file" '[ $rc = 2 ] && grep -q "not a Glossa model file" "$tmp/err"'
 "$bin" --model "$model" --beam_size 2 --num_hypotheses 3 </dev/null 2>"$tmp/err"; rc=$?
 check "num_hypotheses > beam_size is refused" '[ $rc = 2 ] && grep -q "num_hypotheses 3 exceeds beam_size 2" "$tmp/err"'
+# A glossary: "Moisés" (matched case-folded) must come out as "Moses", which beam search alone
+# leaves out; the line without the term translates as without a glossary.
+printf 'Y Jehová habló a Moisés.\nY dijo Dios: Sea la luz.\n' >"$tmp/gloss.es"
+printf '# es\ten\n\nmoisés\tMoses\n' >"$tmp/gloss.tsv"
+"$bin" --model "$model" <"$tmp/gloss.es" >"$tmp/plain.out" 2>/dev/null
+"$bin" --model "$model" --glossary "$tmp/gloss.tsv" <"$tmp/gloss.es" >"$tmp/gloss.out" 2>"$tmp/err"
+check "a glossary term is forced (Moses), only where its source occurs" \
+  '! grep -q Moses "$tmp/plain.out" && [ "$(sed -n 1p "$tmp/gloss.out" | grep -o Moses)" = Moses ] && [ "$(sed -n 2p "$tmp/gloss.out")" = "$(sed -n 2p "$tmp/plain.out")" ]'
+printf 'moisés\tMoses\nluz light\n' >"$tmp/bad.tsv"
+"$bin" --model "$model" --glossary "$tmp/bad.tsv" <"$tmp/gloss.es" >/dev/null 2>"$tmp/err"; rc=$?
+check "a glossary line without a tab: exit 2, the line named" '[ $rc = 2 ] && grep -q "bad.tsv'"'"' line 2: expected SOURCE<TAB>TARGET" "$tmp/err"'
+"$bin" --model "$model" --glossary "$tmp/gloss.tsv" --beam_size 1 <"$tmp/gloss.es" >/dev/null 2>"$tmp/err"; rc=$?
+check "a glossary with greedy search is refused" '[ $rc = 2 ] && grep -q "a glossary is enforced by beam search" "$tmp/err"'
 "$bin" --help >"$tmp/help" 2>&1
-check "--help documents every flag (--batch_size, --chunk_lines)" 'grep -q -- "--batch_size" "$tmp/help" && grep -q -- "--chunk_lines" "$tmp/help"'
+check "--help documents every flag (--batch_size, --chunk_lines, --glossary)" 'grep -q -- "--batch_size" "$tmp/help" && grep -q -- "--chunk_lines" "$tmp/help" && grep -q -- "--glossary" "$tmp/help"'
 exit $fail

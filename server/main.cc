@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/glossaries/glossary_store.h"
+#include "server/grpc/glossary_service.h"
 #include "server/grpc/service.h"
 #include "server/http/http_server.h"
 #include "server/http_api/http_api.h"
@@ -54,8 +56,9 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "runs without metrics; an address given explicitly must be free.");
 ABSL_FLAG(std::string, http_listen, "127.0.0.1:8080",
           "HTTP/JSON address, HOST:PORT: LibreTranslate's POST /translate, GET /languages and "
-          "POST /detect, Glossa's POST /v1/translate and GET /v1/models (protobuf JSON), and a "
-          "page to try it at / (port 0 picks a free one; empty: no HTTP). If this default "
+          "POST /detect, Glossa's POST /v1/translate, GET /v1/models and /v1/glossaries "
+          "(protobuf JSON), and a page to try it at / (port 0 picks a free one; empty: no "
+          "HTTP). If this default "
           "address is taken the server warns and runs without HTTP; an address given explicitly "
           "must be free. Bodies are limited by --max_message_bytes.");
 ABSL_FLAG(int, http_threads, 16, "HTTP requests served at once (a thread each)");
@@ -118,8 +121,12 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "certificates signed by them (mutual TLS)");
 ABSL_FLAG(std::string, auth_token_file, "",
           "File holding a static bearer token that Translate, "
-          "TranslateStream and ListModels require as 'authorization: Bearer <token>' metadata "
-          "(health and reflection stay open)");
+          "TranslateStream, ListModels and the GlossaryService calls require as "
+          "'authorization: Bearer <token>' metadata (health and reflection stay open)");
+ABSL_FLAG(std::string, glossary_dir, "",
+          "Where stored glossaries (GlossaryService, /v1/glossaries) are kept, a file each, "
+          "written atomically (a crash leaves whole files only); created if missing. Empty: in "
+          "memory only, lost at exit");
 ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long in-flight requests may run before they are cancelled");
 
@@ -127,6 +134,8 @@ namespace {
 
 using glossa::server::BuildInfo;
 using glossa::server::DefaultCacheBytes;
+using glossa::server::GlossaryServiceImpl;
+using glossa::server::GlossaryStore;
 using glossa::server::HttpApi;
 using glossa::server::HttpRequest;
 using glossa::server::HttpServer;
@@ -243,7 +252,8 @@ struct CommandLine {
 
 CommandLine ParseCommandLine(int argc, char** argv) {
   glossa::SetUsage(
-      "Serves translation models over gRPC (service glossa.v1.Translator, health, reflection)\n"
+      "Serves translation models over gRPC (services glossa.v1.Translator and\n"
+      "glossa.v1.GlossaryService, health, reflection)\n"
       "and HTTP/JSON (LibreTranslate's API, /v1/translate, and a page to try it at /).\n"
       "  glossa-server [--model NAME=PATH ... | --model_config FILE] [--listen HOST:PORT]\n"
       "With --model_config the models change while the server runs: edit the file (or send\n"
@@ -394,6 +404,22 @@ absl::Status RequireTokenFromFlags(TranslatorService& service) {
   return absl::OkStatus();
 }
 
+// --glossary_dir: the stored glossaries, loaded (an empty flag: a store in memory).
+absl::StatusOr<std::unique_ptr<GlossaryStore>> OpenGlossaries(TranslatorService& service) {
+  const std::string dir = absl::GetFlag(FLAGS_glossary_dir);
+  auto store = GlossaryStore::Open(dir);
+  if (!store.ok()) {
+    return absl::Status(store.status().code(),
+                        absl::StrCat("--glossary_dir: ", store.status().message()));
+  }
+  service.SetGlossaries(store->get());
+  if (!dir.empty()) {
+    std::printf("glossa-server: %zu stored glossaries in %s\n", (*store)->List().size(),
+                dir.c_str());
+  }
+  return store;
+}
+
 // The HTTP side: the API and the server that calls it (both null when --http_listen is empty).
 struct HttpFront {
   std::unique_ptr<HttpApi> api;
@@ -401,11 +427,13 @@ struct HttpFront {
 };
 
 // After the token is set: HTTP's routes check the same one.
-absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, bool given) {
+absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossaryStore* glossaries,
+                                    bool given) {
   HttpFront front;
   const std::string address = absl::GetFlag(FLAGS_http_listen);
   if (address.empty()) return front;
   front.api = std::make_unique<HttpApi>(service, absl::GetFlag(FLAGS_http_translate_timeout));
+  front.api->SetGlossaries(glossaries);
   HttpServerOptions options;
   options.address = address;
   options.threads = std::max(1, absl::GetFlag(FLAGS_http_threads));
@@ -423,16 +451,18 @@ absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, bool given
   return front;
 }
 
-// gRPC: the Translator service, health, reflection, and an answer for unknown methods.
+// gRPC: our services (Translator, GlossaryService), health, reflection, and an answer for
+// unknown methods.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(
-    TranslatorService* service, std::shared_ptr<grpc::ServerCredentials> credentials,
-    UnknownMethodService* unknown_methods, int* port) {
+    const std::vector<grpc::Service*>& services,
+    std::shared_ptr<grpc::ServerCredentials> credentials, UnknownMethodService* unknown_methods,
+    int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), credentials, port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes)));
-  builder.RegisterService(service);
+  for (grpc::Service* service : services) builder.RegisterService(service);
   builder.RegisterCallbackGenericService(unknown_methods);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *port == 0) {
@@ -445,6 +475,7 @@ void ReportServing(grpc::HealthCheckServiceInterface* health, const ModelRegistr
   health->SetServingStatus(true);
   for (const auto& [name, entry] : registry.models()) health->SetServingStatus(name, true);
   health->SetServingStatus("glossa.v1.Translator", true);
+  health->SetServingStatus("glossa.v1.GlossaryService", true);
 }
 
 // --model_config: the set changes while the server runs. Health per name follows it, and so do
@@ -536,11 +567,14 @@ int main(int argc, char** argv) {
   auto credentials = ServerCredentials();
   if (!credentials.ok()) return Fail(credentials.status());
   if (absl::Status token = RequireTokenFromFlags(service); !token.ok()) return Fail(token);
-  auto http = StartHttp(&service, line.http_listen_given);
+  auto glossaries = OpenGlossaries(service);
+  if (!glossaries.ok()) return Fail(glossaries.status());
+  auto http = StartHttp(&service, glossaries->get(), line.http_listen_given);
   if (!http.ok()) return Fail(http.status());
+  GlossaryServiceImpl glossary_service(glossaries->get(), &service);
   UnknownMethodService unknown_methods;
   int port = 0;
-  auto server = StartGrpc(&service, *credentials, &unknown_methods, &port);
+  auto server = StartGrpc({&service, &glossary_service}, *credentials, &unknown_methods, &port);
   if (!server.ok()) return Fail(server.status());
 
   grpc::HealthCheckServiceInterface* health = (*server)->GetHealthCheckService();

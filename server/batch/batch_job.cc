@@ -181,7 +181,7 @@ absl::Status Job::CheckResumable(const JournalState& state) {
   if (state.job != job_) {
     return absl::FailedPreconditionError(absl::StrCat(
         journal_path_,
-        " belongs to another job (input, format, shard or decoding settings "
+        " belongs to another job (input, format, shard, glossary or decoding settings "
         "differ):\n  journal: ",
         state.job.dump(), "\n  now:     ", job_.dump(), "\nrun without --resume to start over"));
   }

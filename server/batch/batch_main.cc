@@ -2,6 +2,8 @@
 //   glossa-batch --server HOST:PORT --model NAME --input FILE --output FILE
 //                [--concurrency N] [--resume] [--shard K/N]
 //   glossa-batch --merge OUT SHARD_OUTPUT...
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "server/batch/client/client.h"
 #include "server/batch/io/log.h"
 #include "server/batch/merge.h"
+#include "server/glossaries/glossary_formats.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
           "Servers: HOST:PORT, several separated by commas (each request goes to the next one "
@@ -58,6 +61,13 @@ ABSL_FLAG(std::string, target_language, "",
 ABSL_FLAG(bool, split_sentences, false,
           "Translate each sentence of a segment on its own and join the translations with the "
           "segment's own spacing (TranslateRequest.split_sentences: for paragraphs and documents)");
+ABSL_FLAG(std::string, glossary, "",
+          "Glossary file: terms the translations must use, sent with every request "
+          "(TranslateRequest.glossary; the server enforces them by beam search, so not with "
+          "--beam_size 1). TSV (source TAB target a line), CSV (source,target) or JSON "
+          "({\"source\": \"target\" or [\"target\", ...]}), by the extension: .tsv or .tab, "
+          ".csv, .json; in TSV and CSV a source term may repeat to add alternatives. Its "
+          "entries' digest is recorded in the journal");
 ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per segment (0: the server's limit)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(300), "Deadline of each request");
 ABSL_FLAG(int, max_attempts, 10,
@@ -70,8 +80,8 @@ ABSL_FLAG(bool, resume, false,
           "Continue from OUTPUT.journal: the output is cut back to the last checkpoint and the "
           "job goes on from the next line; no line is translated twice. Without a journal, start "
           "from the beginning (so it is safe to always pass --resume, e.g. in a Kubernetes Job). "
-          "Refused when the journal belongs to another job (input, format, shard, model or "
-          "decoding options differ)");
+          "Refused when the journal belongs to another job (input, format, shard, model, "
+          "glossary or decoding options differ)");
 ABSL_FLAG(std::string, shard, "",
           "K/N: translate only shard K (0 <= K < N) of the input: the K-th of N contiguous, "
           "equal (to a line) ranges of lines. Join the shard outputs with --merge (or, once all "
@@ -182,6 +192,37 @@ glossa::batch::JobOptions JobFromFlags(std::string* error) {
   return o;
 }
 
+// FNV-1a, 64 bits: a digest of the glossary for the journal (not a secret: only a change has to
+// show).
+std::string Fnv1a64(absl::string_view data) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : data) hash = (hash ^ c) * 0x100000001b3ull;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+// --glossary: the file's entries into `entries`, and into `settings` (the job's identity in its
+// journal) their count and digest. Returns an error message, or "" (also without the flag).
+std::string GlossaryFromFlags(
+    nlohmann::json* settings,
+    google::protobuf::RepeatedPtrField<glossa::v1::GlossaryEntry>* entries) {
+  const std::string path = absl::GetFlag(FLAGS_glossary);
+  if (path.empty()) return "";
+  absl::StatusOr<glossa::server::GlossaryFormat> format =
+      glossa::server::GlossaryFormatOfPath(path);
+  if (!format.ok()) return absl::StrCat("--glossary ", format.status().message());
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) return absl::StrCat("--glossary: cannot read '", path, "'");
+  auto parsed = glossa::server::ParseGlossaryEntries(text, *format);
+  if (!parsed.ok()) return absl::StrCat("--glossary ", path, ": ", parsed.status().message());
+  (*settings)["glossary"] = {{"entries", parsed->size()},
+                             {"fnv1a64", Fnv1a64(glossa::server::ToTsv(*parsed))}};
+  entries->Assign(parsed->begin(), parsed->end());
+  return "";
+}
+
 glossa::batch::ClientOptions ClientFromFlags() {
   glossa::batch::ClientOptions c;
   c.model = absl::GetFlag(FLAGS_model);
@@ -218,13 +259,15 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   std::string error;
-  const glossa::batch::JobOptions job = JobFromFlags(&error);
+  glossa::batch::JobOptions job = JobFromFlags(&error);
+  glossa::batch::ClientOptions client_options = ClientFromFlags();
+  if (error.empty()) error = GlossaryFromFlags(&job.settings, &client_options.glossary);
   const std::vector<std::string> targets = glossa::batch::SplitTargets(absl::GetFlag(FLAGS_server));
   if (error.empty() && targets.empty()) error = "--server names no server";
   if (!error.empty()) {
     Log(absl::StrCat(error, " (see --help)"));
     return kExitUsage;
   }
-  glossa::batch::TranslatorClient client(targets, ClientFromFlags());
+  glossa::batch::TranslatorClient client(targets, std::move(client_options));
   return glossa::batch::RunJob(job, client);
 }

@@ -11,6 +11,7 @@
 #include <grpcpp/generic/async_generic_service.h>
 
 #include "glossa/v1/translator.grpc.pb.h"
+#include "server/glossaries/glossary_store.h"
 #include "server/metrics/metrics.h"
 #include "server/models/model_registry.h"
 #include "server/request/request.h"
@@ -85,6 +86,9 @@ class TranslatorService final : public TranslatorBase {
   // The result cache (null: none). Must outlive the service.
   void SetCache(ResultCache* cache) { cache_ = cache; }
   ResultCache* cache() const { return cache_; }
+  // The stored glossaries that TranslateRequest.glossary_id names (null: none). Must outlive the
+  // service.
+  void SetGlossaries(const GlossaryStore* store) { glossaries_ = store; }
   const ModelRegistry& registry() const { return *registry_; }
 
  private:
@@ -92,6 +96,7 @@ class TranslatorService final : public TranslatorBase {
   RequestLimits limits_;
   RequestMetrics* metrics_;
   ResultCache* cache_ = nullptr;
+  const GlossaryStore* glossaries_ = nullptr;
   absl::StatusOr<v1::ListModelsResponse> ListModels(const grpc::CallbackServerContext& context,
                                                      const grpc::ByteBuffer& request) const;
 

@@ -32,7 +32,7 @@ void Write(mg_connection* connection, const HttpResponse& response) {
                    "Content-Length: ", response.body.size(), "\r\n",
                    "Access-Control-Allow-Origin: *\r\n"
                    "Access-Control-Allow-Headers: Content-Type, Authorization\r\n"
-                   "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
+                   "Access-Control-Allow-Methods: GET, POST, DELETE, OPTIONS\r\n"
                    "Cache-Control: no-store\r\n"
                    "X-Content-Type-Options: nosniff\r\n"
                    "Connection: close\r\n\r\n");
@@ -50,6 +50,8 @@ const char* HttpReason(int status) {
   switch (status) {
     case 200:
       return "OK";
+    case 201:
+      return "Created";
     case 204:
       return "No Content";
     case 400:

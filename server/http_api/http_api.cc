@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "server/http_api/glossary_routes.h"
 #include "server/http_api/libretranslate.h"
 #include "server/common/status_util.h"
 #include "server/http_api/web_page.h"
@@ -113,10 +114,13 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
     if (post) return V1Translate(request);
   } else if (path == "/v1/models") {
     if (get) return V1Models(request);
+  } else if (IsGlossaryPath(path)) {
+    return HandleGlossaries(*service_, glossaries_, request);
   } else {
     return JsonError(404,
                      "no such path: this server has POST /translate, GET /languages, "
-                     "POST /detect (LibreTranslate), POST /v1/translate, GET /v1/models "
+                     "POST /detect (LibreTranslate), POST /v1/translate, GET /v1/models, "
+                     "/v1/glossaries (POST, GET; GET, DELETE /v1/glossaries/<id>) "
                      "and the page at /");
   }
   return JsonError(405, absl::StrCat(request.method, " is not allowed on ", path));

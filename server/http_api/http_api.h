@@ -1,9 +1,9 @@
 // The HTTP/JSON API of glossa-server (--http_listen): LibreTranslate's routes (POST /translate,
 // GET /languages, POST /detect; server/libretranslate.h), Glossa's own POST /v1/translate and
 // GET /v1/models (protobuf's JSON mapping of TranslateRequest/TranslateResponse and
-// ListModelsResponse), and the page at GET /. Translations go through TranslatorService's
-// transport-neutral NewTranslateJob, so limits, validation, the token, metrics (method label =
-// the path) and batching are gRPC's own.
+// ListModelsResponse), the stored glossaries at /v1/glossaries (glossary_routes.h), and the page
+// at GET /. Translations go through TranslatorService's transport-neutral NewTranslateJob, so
+// limits, validation, the token, metrics (method label = the path) and batching are gRPC's own.
 #ifndef GLOSSA_SERVER_HTTP_API_HTTP_API_H_
 #define GLOSSA_SERVER_HTTP_API_HTTP_API_H_
 
@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "glossa/v1/translator.pb.h"
 #include "server/http/http_server.h"
+#include "server/glossaries/glossary_store.h"
 #include "server/metrics/metrics.h"
 #include "server/grpc/service.h"
 
@@ -23,6 +24,9 @@ class HttpApi {
       : service_(service), timeout_(timeout) {}
 
   HttpResponse Handle(const HttpRequest& request) const;
+  // The stored glossaries of /v1/glossaries (null: those routes answer 404). Must outlive the
+  // API.
+  void SetGlossaries(GlossaryStore* store) { glossaries_ = store; }
 
  private:
   HttpResponse V1Translate(const HttpRequest& request) const;
@@ -30,6 +34,7 @@ class HttpApi {
 
   const TranslatorService* service_;
   absl::Duration timeout_;
+  GlossaryStore* glossaries_ = nullptr;
 };
 
 // Translates `request` through the service as gRPC's Translate does and waits for the result

@@ -526,7 +526,7 @@ class UsageTest(BatchTestCase):
         for flag in ["--server", "--model", "--input", "--output", "--concurrency", "--resume",
                      "--shard", "--format", "--column", "--field", "--output_field",
                      "--texts_per_request", "--beam_size", "--max_output_tokens", "--merge",
-                     "--source_language", "--target_language",
+                     "--source_language", "--target_language", "--glossary",
                      "--max_attempts", "Exit codes"]:
             self.assertIn(flag, help_text.stdout + help_text.stderr)
 
@@ -577,6 +577,62 @@ class UsageTest(BatchTestCase):
         rc, err = self.run_batch(src, out, "--resume", "--max_output_tokens", "5")
         self.assertEqual(rc, 2, err)
         self.assertIn("belongs to another job", err)
+
+
+class GlossaryTest(BatchTestCase):
+    """--glossary: the file's entries go with every request and belong to the job's identity."""
+
+    def test_glossary_is_sent_journaled_and_checked(self):
+        src = write(self.path("in.txt"), "".join(s + "\n" for s in SENTENCES[:2]).encode())
+        glossary = write(self.path("terms.tsv"), "Dios\tLord\nDios\tYahweh\n".encode())
+        plain = self.path("plain.txt")
+        self.assertEqual(self.run_batch(src, plain)[0], 0)
+        self.assertNotIn(b"Lord", read(plain))
+        out = self.path("out.txt")
+        rc, err = self.run_batch(src, out, "--glossary", glossary, "--beam_size", "4")
+        self.assertEqual(rc, 0, err)
+        lines = read(out).decode().splitlines()
+        self.assertEqual(len(lines), 2)
+        for line in lines:  # both sources hold "Dios"
+            self.assertTrue("Lord" in line or "Yahweh" in line, line)
+        recorded = journal(out)[0]["job"]["glossary"]
+        self.assertEqual(recorded["entries"], 1)
+        self.assertNotIn("glossary", journal(plain)[0]["job"])  # old journals stay valid
+
+        # Another glossary (or none) is another job.
+        other = write(self.path("other.json"), '{"Dios": "God", "luz": ["light"]}'.encode())
+        for flags in (["--glossary", other], []):
+            rc, err = self.run_batch(src, out, "--resume", "--beam_size", "4", *flags)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("belongs to another job", err)
+        rc, err = self.run_batch(src, out, "--resume", "--beam_size", "4", "--glossary", glossary)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("already complete", err)
+
+    def test_a_bad_glossary_is_a_usage_error_naming_the_line(self):
+        src = write(self.path("in.txt"), b"Hola\n")
+        out = self.path("out.txt")
+        cases = [
+            ("bad.tsv", "Dios\tLord\nluz\n", "line 2: 1 column"),
+            ("bad.csv", "Dios,Lord\n\"luz,light\n", "line 2: a quoted field is not closed"),
+            ("bad.json", '{"Dios": "Lord",\n "luz": ""}', "line 2: the target term is empty"),
+            ("terms.txt", "Dios\tLord\n", "a glossary file is .tsv, .csv or .json"),
+        ]
+        for name, text, message in cases:
+            with self.subTest(name=name):
+                path = write(self.path(name), text.encode())
+                rc, err = self.run_batch(src, out, "--glossary", path)
+                self.assertEqual(rc, 2, err)
+                self.assertIn(message, err)
+        rc, err = self.run_batch(src, out, "--glossary", self.path("missing.tsv"))
+        self.assertEqual(rc, 2, err)
+        self.assertIn("cannot read", err)
+        # Beam search enforces a glossary: the servers refuse greedy search before any file.
+        good = write(self.path("good.tsv"), b"Hola\tHello\n")
+        rc, err = self.run_batch(src, out, "--glossary", good, "--beam_size", "1")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("INVALID_ARGUMENT", err)
+        self.assertFalse(os.path.exists(out))
 
 
 if __name__ == "__main__":

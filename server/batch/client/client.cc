@@ -108,6 +108,7 @@ grpc::Status TranslatorClient::Translate(const std::vector<std::string>& texts,
   request.set_split_sentences(options_.split_sentences);
   *request.mutable_options() = options_.decoding;
   request.set_priority(options_.priority);
+  *request.mutable_glossary() = options_.glossary;
   for (const std::string& text : texts) request.add_texts(text);
   v1::TranslateResponse response;
   grpc::Status status;

@@ -52,6 +52,8 @@ struct ClientOptions {
   glossa::v1::DecodingOptions decoding;
   glossa::v1::Priority priority = glossa::v1::PRIORITY_BATCH;
   bool split_sentences = false;  // TranslateRequest.split_sentences
+  // TranslateRequest.glossary: terms every request must use (--glossary).
+  google::protobuf::RepeatedPtrField<glossa::v1::GlossaryEntry> glossary;
   absl::Duration timeout = absl::Seconds(300);  // deadline of each call
   RetryPolicy retry;
 };

@@ -1,0 +1,97 @@
+#include "server/http_api/glossary_routes.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "server/glossaries/glossary_formats.h"
+#include "server/grpc/glossary_service.h"
+#include "server/http_api/http_api.h"
+
+namespace glossa::server {
+namespace {
+
+constexpr absl::string_view kRoot = "/v1/glossaries";
+
+// Every field, empty lists too ({"glossaries": []}), in protobuf's JSON mapping.
+HttpResponse JsonAnswer(int status, const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto printed = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!printed.ok()) return JsonError(500, std::string(printed.message()));
+  return {status, "application/json", std::move(json)};
+}
+
+HttpResponse Create(GlossaryStore& store, const HttpRequest& http) {
+  v1::CreateGlossaryRequest request;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(http.body, &request);
+  if (!parsed.ok()) {
+    return JsonError(400, absl::StrCat("the body is not a glossa.v1.CreateGlossaryRequest in "
+                                       "protobuf's JSON mapping: ",
+                                       std::string(parsed.message()).substr(0, 300)));
+  }
+  absl::StatusOr<v1::GlossaryInfo> info = store.Create(request);
+  if (!info.ok()) return JsonError(info.status());
+  return JsonAnswer(201, *info);
+}
+
+HttpResponse List(const GlossaryStore& store) {
+  v1::ListGlossariesResponse list;
+  for (v1::GlossaryInfo& info : store.List()) *list.add_glossaries() = std::move(info);
+  return JsonAnswer(200, list);
+}
+
+// GET, DELETE /v1/glossaries/<id> and GET /v1/glossaries/<id>/entries.
+HttpResponse OneGlossary(GlossaryStore& store, const HttpRequest& http, absl::string_view id,
+                         bool entries) {
+  const bool get = http.method == "GET";
+  if (!get && !(http.method == "DELETE" && !entries)) {
+    return JsonError(405, absl::StrCat(http.method, " is not allowed on ", http.path));
+  }
+  if (http.method == "DELETE") {
+    if (absl::Status deleted = store.Delete(id); !deleted.ok()) return JsonError(deleted);
+    return {204, "text/plain", ""};
+  }
+  absl::StatusOr<std::shared_ptr<const Glossary>> glossary = store.Find(id);
+  if (!glossary.ok()) return JsonError(glossary.status());
+  if (entries) {
+    return {200, "text/tab-separated-values; charset=utf-8", ToTsv((*glossary)->entries)};
+  }
+  return JsonAnswer(200, GlossaryResponse(**glossary));
+}
+
+}  // namespace
+
+bool IsGlossaryPath(absl::string_view path) {
+  return path == kRoot || absl::StartsWith(path, absl::StrCat(kRoot, "/"));
+}
+
+HttpResponse HandleGlossaries(const TranslatorService& service, GlossaryStore* store,
+                              const HttpRequest& http) {
+  if (absl::Status auth = service.CheckToken(BearerToken(http.authorization)); !auth.ok()) {
+    return JsonError(absl::UnauthenticatedError(
+        "this server requires a bearer token: send the header 'Authorization: Bearer <token>'"));
+  }
+  if (store == nullptr) return JsonError(404, "this server keeps no glossaries");
+  const absl::string_view path = http.path;
+  if (path == kRoot) {
+    if (http.method == "POST") return Create(*store, http);
+    if (http.method == "GET") return List(*store);
+    return JsonError(405, absl::StrCat(http.method, " is not allowed on ", path));
+  }
+  // <id> or <id>/entries
+  const std::vector<absl::string_view> parts = absl::StrSplit(path.substr(kRoot.size() + 1), '/');
+  if (parts[0].empty() || parts.size() > 2 || (parts.size() == 2 && parts[1] != "entries")) {
+    return JsonError(404, absl::StrCat("no such path: ", kRoot,
+                                       " has /<glossary_id> and "
+                                       "/<glossary_id>/entries"));
+  }
+  return OneGlossary(*store, http, parts[0], parts.size() == 2);
+}
+
+}  // namespace glossa::server

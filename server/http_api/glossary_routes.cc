@@ -1,5 +1,11 @@
-#include "server/http_api/glossary_routes.h"
-
+// The HTTP API's stored glossaries, after DeepL's /v2/glossaries (bodies in protobuf's JSON
+// mapping of the GlossaryService messages):
+//   POST   /v1/glossaries                CreateGlossaryRequest -> 201 Created, GlossaryInfo
+//   GET    /v1/glossaries                ListGlossariesResponse
+//   GET    /v1/glossaries/<id>           GetGlossaryResponse (description and entries)
+//   GET    /v1/glossaries/<id>/entries   the entries as TSV (text/tab-separated-values)
+//   DELETE /v1/glossaries/<id>           204 No Content
+// Each needs the server's bearer token when it has one; errors are {"error": "..."}.
 #include <google/protobuf/util/json_util.h>
 
 #include <string>
@@ -67,21 +73,17 @@ HttpResponse OneGlossary(GlossaryStore& store, const HttpRequest& http, absl::st
 
 }  // namespace
 
-bool IsGlossaryPath(absl::string_view path) {
-  return path == kRoot || absl::StartsWith(path, absl::StrCat(kRoot, "/"));
-}
-
-HttpResponse HandleGlossaries(const TranslatorService& service, GlossaryStore* store,
-                              const HttpRequest& http) {
-  if (absl::Status auth = service.CheckToken(BearerToken(http.authorization)); !auth.ok()) {
+HttpResponse HttpApi::V1Glossaries(const HttpRequest& http) const {
+  if (absl::Status auth = service_->CheckToken(BearerToken(http.authorization)); !auth.ok()) {
     return JsonError(absl::UnauthenticatedError(
         "this server requires a bearer token: send the header 'Authorization: Bearer <token>'"));
   }
-  if (store == nullptr) return JsonError(404, "this server keeps no glossaries");
+  if (glossaries_ == nullptr) return JsonError(404, "this server keeps no glossaries");
+  GlossaryStore& store = *glossaries_;
   const absl::string_view path = http.path;
   if (path == kRoot) {
-    if (http.method == "POST") return Create(*store, http);
-    if (http.method == "GET") return List(*store);
+    if (http.method == "POST") return Create(store, http);
+    if (http.method == "GET") return List(store);
     return JsonError(405, absl::StrCat(http.method, " is not allowed on ", path));
   }
   // <id> or <id>/entries
@@ -91,7 +93,7 @@ HttpResponse HandleGlossaries(const TranslatorService& service, GlossaryStore* s
                                        " has /<glossary_id> and "
                                        "/<glossary_id>/entries"));
   }
-  return OneGlossary(*store, http, parts[0], parts.size() == 2);
+  return OneGlossary(store, http, parts[0], parts.size() == 2);
 }
 
 }  // namespace glossa::server

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "server/http_api/glossary_routes.h"
 #include "server/http_api/libretranslate.h"
 #include "server/common/status_util.h"
 #include "server/http_api/web_page.h"
@@ -114,8 +113,8 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
     if (post) return V1Translate(request);
   } else if (path == "/v1/models") {
     if (get) return V1Models(request);
-  } else if (IsGlossaryPath(path)) {
-    return HandleGlossaries(*service_, glossaries_, request);
+  } else if (path == "/v1/glossaries" || absl::StartsWith(path, "/v1/glossaries/")) {
+    return V1Glossaries(request);
   } else {
     return JsonError(404,
                      "no such path: this server has POST /translate, GET /languages, "

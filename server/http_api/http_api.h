@@ -1,7 +1,7 @@
 // The HTTP/JSON API of glossa-server (--http_listen): LibreTranslate's routes (POST /translate,
 // GET /languages, POST /detect; server/libretranslate.h), Glossa's own POST /v1/translate and
 // GET /v1/models (protobuf's JSON mapping of TranslateRequest/TranslateResponse and
-// ListModelsResponse), the stored glossaries at /v1/glossaries (glossary_routes.h), and the page
+// ListModelsResponse), the stored glossaries at /v1/glossaries (glossary_routes.cc), and the page
 // at GET /. Translations go through TranslatorService's transport-neutral NewTranslateJob, so
 // limits, validation, the token, metrics (method label = the path) and batching are gRPC's own.
 #ifndef GLOSSA_SERVER_HTTP_API_HTTP_API_H_
@@ -31,6 +31,8 @@ class HttpApi {
  private:
   HttpResponse V1Translate(const HttpRequest& request) const;
   HttpResponse V1Models(const HttpRequest& request) const;
+  // /v1/glossaries and below, after DeepL's /v2/glossaries (in glossary_routes.cc).
+  HttpResponse V1Glossaries(const HttpRequest& request) const;
 
   const TranslatorService* service_;
   absl::Duration timeout_;

@@ -329,7 +329,7 @@ absl::StatusOr<PreparedRequest> TranslatorService::PrepareParsed(
   if (draining_.load()) {
     return absl::UnavailableError("the server is shutting down: retry on another replica");
   }
-  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest p, PrepareRequest(request, *registry_, limits_, stream));
+  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest p, PrepareRequest(request, *registry_, limits_, stream, glossaries_));
   // What SetResult compares the translations with: the sentences when the texts were split.
   if (p.documents != nullptr) {
     *texts = p.documents->sentences;

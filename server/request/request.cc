@@ -73,18 +73,34 @@ absl::Status CheckLanguageField(const char* field, const std::string& value) {
 }
 
 // The request's glossary as terms, checked against the limits.
-absl::StatusOr<std::vector<GlossaryTerm>> GlossaryTerms(const v1::TranslateRequest& request,
-                                                        const RequestLimits& limits) {
-  if (!request.glossary_id().empty()) {
+// The entries of the stored glossary `id`, as terms.
+absl::StatusOr<std::vector<GlossaryTerm>> StoredTerms(const std::string& id,
+                                                      const GlossaryStore* glossaries) {
+  if (glossaries == nullptr) {
     return absl::UnimplementedError(
         "glossary_id: this server keeps no stored glossaries; send the entries in glossary");
+  }
+  GLOSSA_ASSIGN_OR_RETURN(std::shared_ptr<const Glossary> glossary, glossaries->Find(id));
+  std::vector<GlossaryTerm> terms;
+  for (const v1::GlossaryEntry& entry : glossary->entries) {
+    terms.push_back({entry.source(), {entry.targets().begin(), entry.targets().end()}});
+  }
+  return terms;
+}
+
+// The request's glossary as terms (the stored glossary's first), checked against the limits.
+absl::StatusOr<std::vector<GlossaryTerm>> GlossaryTerms(const v1::TranslateRequest& request,
+                                                        const RequestLimits& limits,
+                                                        const GlossaryStore* glossaries) {
+  std::vector<GlossaryTerm> terms;
+  if (!request.glossary_id().empty()) {
+    GLOSSA_ASSIGN_OR_RETURN(terms, StoredTerms(request.glossary_id(), glossaries));
   }
   if (request.glossary_size() > limits.max_glossary_entries) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the glossary holds ", request.glossary_size(), " entries; the limit is ",
         limits.max_glossary_entries, " per request"));
   }
-  std::vector<GlossaryTerm> terms;
   for (int i = 0; i < request.glossary_size(); ++i) {
     const v1::GlossaryEntry& entry = request.glossary(i);
     GlossaryTerm term{entry.source(), {entry.targets().begin(), entry.targets().end()}};
@@ -107,8 +123,10 @@ absl::StatusOr<std::vector<GlossaryTerm>> GlossaryTerms(const v1::TranslateReque
 
 // The constraints of the glossary terms found in `texts` (the sources' texts), into p.
 absl::Status PrepareGlossary(const v1::TranslateRequest& request, const RequestLimits& limits,
+                             const GlossaryStore* glossaries,
                              const std::vector<std::string>& texts, PreparedRequest* p) {
-  GLOSSA_ASSIGN_OR_RETURN(const std::vector<GlossaryTerm> terms, GlossaryTerms(request, limits));
+  GLOSSA_ASSIGN_OR_RETURN(const std::vector<GlossaryTerm> terms,
+                          GlossaryTerms(request, limits, glossaries));
   if (terms.empty()) return absl::OkStatus();
   if (p->search.sampling.temperature > 0.0f) {
     return absl::InvalidArgumentError(
@@ -167,7 +185,8 @@ bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* 
 
 absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& request,
                                                const ModelRegistry& registry,
-                                               const RequestLimits& limits, bool stream) {
+                                               const RequestLimits& limits, bool stream,
+                                               const GlossaryStore* glossaries) {
   PreparedRequest p;
   GLOSSA_ASSIGN_OR_RETURN(p.model, registry.Find(request.model()));
   const int n = request.texts_size();
@@ -232,7 +251,7 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
   GLOSSA_ASSIGN_OR_RETURN(p.sources, TokenizeTexts(model, texts, limits.max_text_tokens,
                                                    languages.source_token));
   p.source_token = languages.source_token;
-  GLOSSA_RETURN_IF_ERROR(PrepareGlossary(request, limits, texts, &p));
+  GLOSSA_RETURN_IF_ERROR(PrepareGlossary(request, limits, glossaries, texts, &p));
   return p;
 }
 

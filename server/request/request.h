@@ -10,6 +10,7 @@
 #include "engine/document.h"
 #include "engine/text_job.h"
 #include "glossa/v1/translator.pb.h"
+#include "server/glossaries/glossary_store.h"
 #include "server/models/model_registry.h"
 
 namespace glossa::server {
@@ -18,7 +19,7 @@ struct RequestLimits {
   int64_t max_text_bytes = 10000;
   int max_text_tokens = 0;  // 0: the model's limit
   int max_texts = 256;
-  int max_glossary_entries = 256;   // in TranslateRequest.glossary
+  int max_glossary_entries = 10000;  // in TranslateRequest.glossary (a stored glossary's limit)
   int max_glossary_term_bytes = 256;
   int max_glossary_terms_per_text = 16;  // terms that occur in one text (a sentence, split)
 };
@@ -45,9 +46,11 @@ struct PreparedRequest {
 // the bytes are not a valid message.
 bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* request);
 
+// glossaries: where glossary_id is looked up (nullptr: no stored glossaries).
 absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& request,
                                                const ModelRegistry& registry,
-                                               const RequestLimits& limits, bool stream);
+                                               const RequestLimits& limits, bool stream,
+                                               const GlossaryStore* glossaries = nullptr);
 
 void ToProto(const Translation& translation, bool return_scores, v1::Translation* out);
 

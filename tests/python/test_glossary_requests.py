@@ -152,13 +152,35 @@ class GlossaryRequestsTest(th.HttpTestCase):
             lambda: self.best(text, [ts.pb.GlossaryEntry(source="luz",
                                                          targets=["light", "light of day"])]),
             INVALID, "glossary entry 0", "target 0 starts target 1")
-        many = [ts.pb.GlossaryEntry(source=f"t{i}", targets=["x"]) for i in range(257)]
-        self.assertRpcError(lambda: self.best(text, many), INVALID, "257 entries", "256")
+        many = [ts.pb.GlossaryEntry(source=f"t{i}", targets=["x"]) for i in range(10001)]
+        self.assertRpcError(lambda: self.best(text, many), INVALID, "10001 entries", "10000")
         long_term = [ts.pb.GlossaryEntry(source="luz", targets=["x" * 300])]
         self.assertRpcError(lambda: self.best(text, long_term), INVALID, "300 bytes")
         status, answer = self.post_json("/translate", {
             "q": "Sea la luz.", "source": "es", "target": "en", "glossary": ["luz"]})
         self.assertError(status, answer, 400, "glossary must be an object")
+
+    def test_a_stored_glossary_by_its_id(self):
+        glossaries = ts.pb_grpc.GlossaryServiceStub(self.server.channel)
+        info = glossaries.CreateGlossary(ts.pb.CreateGlossaryRequest(
+            name="bible", source_language="es", target_language="en",
+            entries_text="luz\tbrightness\n", entries_format="tsv"), timeout=ts.RPC_TIMEOUT_S)
+        text = ["Y vió Dios que la luz era buena."]
+        by_id = self.translator.Translate(ts.pb.TranslateRequest(
+            model=ts.MODEL_NAME, texts=text, glossary_id=info.glossary_id),
+            timeout=ts.RPC_TIMEOUT_S).translations[0].hypotheses[0]
+        inline, = self.best(text, [ts.pb.GlossaryEntry(source="luz", targets=["brightness"])])
+        self.assertIn("brightness", by_id.text)
+        self.assertEqual(list(by_id.token_ids), list(inline.token_ids))
+        status, answer = self.post_json("/translate", {
+            "q": text[0], "source": "es", "target": "en", "glossary_id": info.glossary_id})
+        self.assertEqual(status, 200, answer)
+        self.assertIn("brightness", answer["translatedText"])
+        glossaries.DeleteGlossary(ts.pb.DeleteGlossaryRequest(glossary_id=info.glossary_id),
+                                  timeout=ts.RPC_TIMEOUT_S)
+        self.assertRpcError(lambda: self.translator.Translate(ts.pb.TranslateRequest(
+            model=ts.MODEL_NAME, texts=text, glossary_id=info.glossary_id),
+            timeout=ts.RPC_TIMEOUT_S), grpc.StatusCode.NOT_FOUND, info.glossary_id)
 
     def test_terms_that_are_not_utf8_get_a_clear_error(self):
         def field(number, payload):

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/synchronization/notification.h"
+#include "common/force_words_ids.h"
 #include "common/test_util.h"
 #include "engine/engine.h"
 #include "ops/ops.h"
@@ -55,21 +56,6 @@ struct ConstraintLine {
   double score = 0.0;
 };
 
-// force_words_ids: a list of ids is a PhrasalConstraint, a list of lists a DisjunctiveConstraint.
-std::vector<Constraint> ParseForceWordsIds(const nlohmann::json& force_words_ids) {
-  std::vector<Constraint> constraints;
-  for (const auto& word : force_words_ids) {
-    Constraint c;
-    if (word.at(0).is_array()) {
-      c.alternatives = word.get<std::vector<std::vector<int>>>();
-    } else {
-      c.alternatives = {word.get<std::vector<int>>()};
-    }
-    constraints.push_back(std::move(c));
-  }
-  return constraints;
-}
-
 std::vector<ConstraintLine> ReadConstraintGolden(const Golden& g) {
   std::vector<ConstraintLine> lines;
   std::ifstream in(GoldenDir(g) + "/constraints.jsonl");
@@ -80,7 +66,7 @@ std::vector<ConstraintLine> ReadConstraintGolden(const Golden& g) {
     l.index = j["i"].get<int>();
     l.kase = j["case"].get<std::string>();
     l.src_ids = j["src_ids"].get<std::vector<int>>();
-    l.constraints = ParseForceWordsIds(j["force_words_ids"]);
+    l.constraints = testing::ParseForceWordsIds(j["force_words_ids"]);
     l.out_ids = j["out_ids"].get<std::vector<int>>();
     l.out_ids.erase(l.out_ids.begin());
     l.score = j["score"].get<double>();

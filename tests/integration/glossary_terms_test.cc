@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/force_words_ids.h"
 #include "common/test_util.h"
 #include "engine/model.h"
 #include "engine/text_job.h"
@@ -46,21 +47,7 @@ std::vector<std::string> Words(const std::string& text) {
   return words;
 }
 
-std::vector<Constraint> ForceWordsIds(const nlohmann::json& force_words_ids) {
-  std::vector<Constraint> constraints;
-  for (const auto& word : force_words_ids) {
-    Constraint c;
-    if (word.at(0).is_array()) {
-      c.alternatives = word.get<std::vector<std::vector<int>>>();
-    } else {
-      c.alternatives = {word.get<std::vector<int>>()};
-    }
-    constraints.push_back(std::move(c));
-  }
-  return constraints;
-}
-
-// The case's terms as a glossary: entry k's source is the k-th distinct word of the text (so
+// The case's terms as a glossary: entry k's source is the k-th word of the text (so
 // that every entry occurs, in entry order), its targets the case's term k (either: both
 // alternatives in one entry).
 std::vector<GlossaryTerm> Glossary(const nlohmann::json& line) {
@@ -103,7 +90,7 @@ TEST_P(GlossaryTermsTest, BecomeHuggingFacesForceWordsIds) {
     auto constraints = GlossaryConstraints(**model, texts, *sources, Glossary(line), 16);
     ASSERT_TRUE(constraints.ok()) << constraints.status();
     ASSERT_EQ(constraints->size(), 1u);
-    const std::vector<Constraint> want = ForceWordsIds(line["force_words_ids"]);
+    const std::vector<Constraint> want = testing::ParseForceWordsIds(line["force_words_ids"]);
     ASSERT_EQ((*constraints)[0].size(), want.size()) << line["i"] << " " << line["case"];
     for (size_t c = 0; c < want.size(); ++c) {
       EXPECT_EQ((*constraints)[0][c].alternatives, want[c].alternatives)

@@ -77,8 +77,8 @@ absl::Status CheckLanguageField(const char* field, const std::string& value) {
 absl::StatusOr<std::vector<GlossaryTerm>> StoredTerms(const std::string& id,
                                                       const GlossaryStore* glossaries) {
   if (glossaries == nullptr) {
-    return absl::UnimplementedError(
-        "glossary_id: this server keeps no stored glossaries; send the entries in glossary");
+    return absl::NotFoundError(
+        "glossary_id: no glossary is stored here; send the entries in glossary");
   }
   GLOSSA_ASSIGN_OR_RETURN(std::shared_ptr<const Glossary> glossary, glossaries->Find(id));
   std::vector<GlossaryTerm> terms;

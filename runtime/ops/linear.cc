@@ -280,6 +280,42 @@ Linear::Linear(const LinearWeights& weights, const float* bias, int64_t in, int6
   deferred_ = packing == Packing::kDeferred && compute_ == ComputeType::kFloat32 &&
               slab_stride_ != 0 && own_f32_.empty() && activation_ == Activation::kNone;
   if (!deferred_) Pack();
+  ReleaseConvertedCopy();
+}
+
+void Linear::ReleaseConvertedCopy() {
+  if (!packed() || (own_s8_.empty() && own_bf16_.empty())) return;
+  std::vector<int8_t>().swap(own_s8_);
+  std::vector<uint16_t>().swap(own_bf16_);
+  plain_weight_mem_.set_data_handle(nullptr);
+  plain_released_ = true;
+}
+
+void Linear::RestorePlain() const {
+  if (!plain_released_ || !plain_copy_.empty()) return;
+  plain_copy_.resize(plain_weight_mem_.get_desc().get_size());
+  plain_weight_mem_.set_data_handle(plain_copy_.data());
+  memory plain = plain_weight_mem_;  // handles: execute takes non-const ones
+  memory packed = packed_weight_mem_;
+  OneOmpThread one_thread;
+  dnnl::reorder(packed, plain).execute(ThreadStream(), packed, plain);
+  ThreadStream().wait();
+}
+
+void Linear::ConvertInSlices(const float* f32, bool report,
+                             absl::FunctionRef<void(int64_t first, int64_t rows)> convert) {
+  const int64_t slice = std::max<int64_t>(1, kPackSliceBytes / (in_ * 4));
+  for (int64_t first = 0; first < out_; first += slice) {
+    const int64_t rows = std::min(slice, out_ - first);
+    convert(first, rows);
+    if (report && packed_slice_) {
+      packed_slice_(f32 + first * in_, static_cast<size_t>(rows * in_) * sizeof(float));
+    }
+  }
+  // The pages that straddle two slices (a slice's drop takes whole pages inside it only).
+  if (report && packed_slice_) {
+    packed_slice_(f32, static_cast<size_t>(out_ * in_) * sizeof(float));
+  }
 }
 
 void Linear::Pack() const {
@@ -370,7 +406,9 @@ void Linear::PrepareWeights(const LinearWeights& w) {
       data = w.bf16;
       if (!keep) {
         own_bf16_.resize(n);
-        quant::FloatToBf16(f32, n, own_bf16_.data());
+        ConvertInSlices(f32, f32 == w.f32, [&](int64_t first, int64_t rows) {
+          quant::FloatToBf16(f32 + first * in_, rows * in_, own_bf16_.data() + first * in_);
+        });
         data = own_bf16_.data();
       }
       break;
@@ -382,7 +420,10 @@ void Linear::PrepareWeights(const LinearWeights& w) {
       } else {
         own_s8_.resize(n);
         scales_.resize(out_);
-        quant::QuantizeWeightRows(f32, out_, in_, own_s8_.data(), scales_.data());
+        ConvertInSlices(f32, f32 == w.f32, [&](int64_t first, int64_t rows) {
+          quant::QuantizeWeightRows(f32 + first * in_, rows, in_, own_s8_.data() + first * in_,
+                                    scales_.data() + first);
+        });
         q = own_s8_.data();
       }
       col_sums_.assign(out_, 0);
@@ -405,6 +446,8 @@ Linear::Linear(Linear&& other) noexcept
       own_f32_(std::move(other.own_f32_)),
       own_bf16_(std::move(other.own_bf16_)),
       own_s8_(std::move(other.own_s8_)),
+      plain_copy_(std::move(other.plain_copy_)),
+      plain_released_(other.plain_released_),
       scales_(std::move(other.scales_)),
       col_sums_(std::move(other.col_sums_)),
       bias_(other.bias_),
@@ -458,7 +501,8 @@ const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) con
   dnnl_memory_t weights = packed_weight_mem_.get(/*allow_empty=*/true);
   if (!packed() || pd.weights_desc() != packed_weight_mem_.get_desc()) {
     // No packed copy, or oneDNN wants another layout for this row count: use the caller's
-    // weights in place.
+    // weights in place (or, converted ones released, a plain copy made back from the packed).
+    RestorePlain();
     pd = MatmulPd(rows, in_, out_, compute_, plain_weight_mem_.get_desc(), bias_mem_, attr);
     weights = plain_weight_mem_.get();
   }
@@ -474,6 +518,12 @@ const Linear::Primitive& Linear::GetPrimitive(int64_t rows, bool accumulate) con
 Linear::Span Linear::WeightSpan() const {
   const memory& m = packed() ? packed_weight_mem_ : plain_weight_mem_;
   return {m.get_data_handle(), m.get_desc().get_size()};
+}
+
+const void* Linear::PlainWeights() const {
+  absl::MutexLock lock(&create_mu_);
+  RestorePlain();
+  return plain_weight_mem_.get_data_handle();
 }
 
 Linear::Float32Slabs Linear::Float32SlabLayout() const {

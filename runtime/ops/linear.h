@@ -26,7 +26,12 @@
 // ops/quantize.h for the number formats). int8 splits calls into pieces of half the rows, so
 // that its matmuls (twice the rows) stay within the same primitive sizes. Weights may arrive in
 // any of the three storage types and are converted once at construction into an owned buffer
-// when their type differs from the compute type.
+// when their type differs from the compute type. Converted from float32 (a float32 model file
+// loaded as int8, int8_fast or bfloat16), they are converted in slices of output rows, each
+// slice of the caller's float32 weights handed to PackedSliceDone once converted, so that a
+// mapped file drops its pages at once; and once packed, the converted plain copy is freed (a
+// primitive that wants the plain layout gets a copy made back from the packed one), so that a
+// load holds at most one matrix's converted copy besides the packed weights.
 //
 // Threads: oneDNN fixes a primitive's OpenMP thread count when it is created, i.e. by the first
 // call of each row count, so every caller of one Linear should run with the same team size
@@ -96,10 +101,10 @@ class Linear {
   Linear(const float* weight, const float* bias, int64_t in, int64_t out,
          Activation activation = Activation::kNone)
       : Linear(LinearWeights{weight}, bias, in, out, activation, ComputeType::kFloat32) {}
-  // Called while the weights are copied into oneDNN's layout, with each range of the plain
-  // weights (output rows, at most ~kPackSliceBytes) once it is copied: a caller whose weights are
-  // a mapped file can drop those pages at once, so that a large matrix (NLLB's 1 GB output
-  // projection) is never in memory twice.
+  // Called while the weights are copied into oneDNN's layout or converted to the compute type,
+  // with each range of the caller's weights (output rows, at most ~kPackSliceBytes) once it is
+  // copied or converted: a caller whose weights are a mapped file can drop those pages at once,
+  // so that a large matrix (NLLB's 1 GB output projection) is never in memory twice.
   using PackedSliceDone = std::function<void(const void* plain, size_t bytes)>;
   static constexpr int64_t kPackSliceBytes = int64_t{16} << 20;
 
@@ -134,6 +139,10 @@ class Linear {
     size_t bytes;
   };
   Span WeightSpan() const;
+  // The plain weights [out, in] in the compute type's storage (s8 for the int8 types), as
+  // primitives that want the plain layout read them: the caller's, the converted copy, or one made
+  // back from the packed copy where the converted one was freed. For tests.
+  const void* PlainWeights() const;
 
   // y[rows, out] = act(x[rows, in] · Wᵀ + b). With accumulate, y += x · Wᵀ + b (the activation is
   // not allowed then). x and y are dense row-major.
@@ -204,6 +213,17 @@ class Linear {
   }
 
   void PrepareWeights(const LinearWeights& weights);
+  // Runs convert(first, rows) over the output rows in slices of ~kPackSliceBytes of float32
+  // weights; with `report`, hands each slice of f32 (the caller's weights) to packed_slice_
+  // once converted, and the whole range at the end (pages straddling two slices).
+  void ConvertInSlices(const float* f32, bool report,
+                       absl::FunctionRef<void(int64_t first, int64_t rows)> convert);
+  // Once packed: frees own_s8_ / own_bf16_ (plain_weight_mem_ then has no data until
+  // RestorePlain).
+  void ReleaseConvertedCopy();
+  // Makes plain_copy_ from the packed weights for plain_weight_mem_ if ReleaseConvertedCopy
+  // freed its data (once; under create_mu_).
+  void RestorePlain() const;
   // Makes packed_weight_mem_ (layout packed_desc_) from the caller's weights, reporting slices
   // to packed_slice_, and sets packed_. Under create_mu_ once constructed.
   void Pack() const;
@@ -252,6 +272,10 @@ class Linear {
   std::vector<float> own_f32_;
   std::vector<uint16_t> own_bf16_;
   std::vector<int8_t> own_s8_;
+  // The plain weights made back from the packed copy after ReleaseConvertedCopy, when a
+  // primitive wants them (RestorePlain); plain_released_: own_s8_ / own_bf16_ were freed.
+  mutable std::vector<uint8_t> plain_copy_;
+  bool plain_released_ = false;
   // int8 only: per-output-row weight scales, the sums of each output row's s8 weights (to take the
   // input's zero point back out), and the bias, applied in our epilogue rather than by oneDNN.
   std::vector<float> scales_;

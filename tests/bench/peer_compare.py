@@ -2,14 +2,16 @@
 """Glossa and CTranslate2 side by side: the same model, the same input, alternately, one run.
 
     /usr/bin/python3 tests/bench/peer_compare.py [--models demo,opus-mt-base] [--json FILE]
-        [--compute_types float32,int8] [--beams 1,4] [--batches 32,1] [--threads 1,2]
+        [--compute_types float32,int8,bfloat16] [--quantize_at_load] [--beams 1,4]
+        [--batches 32,1] [--threads 1,2]
         [--sentences N] [--sentences_batch1 N] [--repeats 3] [--work_dir /tmp/glossa-peer]
 
 For every cell (model x compute type x cores x beam x batch) each engine translates the same lines
 in its own fresh process, the engines taking turns (Glossa first on even repeats, the peer first
 on odd ones), --repeats times; the table shows the median of each engine's target tokens/s and the
-ratio Glossa / CTranslate2, with each engine's peak RSS and model load time (file to first
-translation) of its median run, and the target tokens each produced.
+ratio Glossa / CTranslate2, with each engine's peak RSS, peak RSS of the load, RSS after the load
+and model load time (file to first translation) of its median run, and the target tokens each
+produced.
 
 Engines: Glossa through build/glossa-peer-run (tests/bench/peer_run_main.cc: Model::Load, one
 Engine, every line in one job, longest first, as glossa-translate and glossa-server translate);
@@ -24,7 +26,10 @@ cell's row counts), then the timed run over all lines. Before each run the engin
 Cells:
   compute type  float32: both float32. int8: CTranslate2's int8 (int8 weights, float32 elsewhere)
                 against Glossa's int8 (two u8 codes per activation) and, in a row of its own,
-                against Glossa's int8_fast (one code); both read int8 model files.
+                against Glossa's int8_fast (one code); both read int8 model files, or with
+                --quantize_at_load both read the float32 files and quantize them as they load.
+                bfloat16: Glossa's bfloat16 from the float32 file against CTranslate2's float32
+                (CTranslate2 4.8.1 offers no bfloat16 on CPUs: get_supported_compute_types).
   cores         1: one worker of one thread each. 2: the best use of 2 cores of each:
                 CTranslate2 --inter_threads 2 --threads 1 (two workers; its README), Glossa's
                 engine with 2 workers x 1 thread (what glossa-server runs on 2 cores, --workers 0).
@@ -53,6 +58,11 @@ Models:
                 limits and in neither count.
 Models are converted once and kept under --work_dir: glossa-convert (float32 and --dtype int8)
 and the peer's hf_to_ct2.py (float32 and --quantization int8).
+
+Memory: peak RSS is the whole process's (VmHWM / ru_maxrss) at the end of the run; load peak
+the same just after the first translation (Glossa's is reset before its model loads, so it
+leaves out glossa-peer-run's memory probe; CTranslate2's includes the Python imports); after
+load: VmRSS then. All of the median run.
 
 GEMM roofline (Glossa column): the share of the machine's fp32 FMA peak (x4 for int8) that the
 cell's matrix products reach, as glossa-bench's gemm_roofline_share but from the model's own
@@ -319,7 +329,11 @@ def median_run(runs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="demo", help="demo, opus-mt-base, opus-mt-big, nllb-600m")
-    ap.add_argument("--compute_types", default="float32,int8")
+    ap.add_argument("--compute_types", default="float32,int8",
+                    help="float32, int8 (Glossa's int8 and int8_fast against CTranslate2's int8), "
+                    "bfloat16")
+    ap.add_argument("--quantize_at_load", action="store_true",
+                    help="int8 cells read the float32 model files (both engines quantize at load)")
     ap.add_argument("--beams", default="1,4")
     ap.add_argument("--batches", default="32,1")
     ap.add_argument("--threads", default="1,2",
@@ -368,8 +382,8 @@ def main():
             sys.exit("peer_compare: unknown model %s (demo, %s)" % (m, ", ".join(SHAPES)))
     compute_types = csv(args.compute_types)
     for c in compute_types:
-        if c not in ("float32", "int8"):
-            sys.exit("peer_compare: --compute_types: float32 or int8, not %s" % c)
+        if c not in ("float32", "int8", "bfloat16"):
+            sys.exit("peer_compare: --compute_types: float32, int8 or bfloat16, not %s" % c)
     beams, batches = csv(args.beams, int), csv(args.batches, int)
     cores = [parse_cores(c) for c in csv(args.threads)]
 
@@ -390,7 +404,8 @@ def main():
     tables = []
     for name in models:
         t_model = time.time()
-        hf_dir, files, sizes = prepare_model(name, args, env, "int8" in compute_types)
+        hf_dir, files, sizes = prepare_model(name, args, env,
+                                             "int8" in compute_types and not args.quantize_at_load)
         config, generation = hf_config(hf_dir)
         target_flop, source_flop = flop_per_token(config)
         forced_eos = generation.get("forced_eos_token_id", config.get("forced_eos_token_id"))
@@ -422,6 +437,13 @@ def main():
             if compute == "float32":
                 variants = [("float32", files["glossa-float32"], "float32")]
                 ct2_model, ct2_type = files["ct2-float32"], "float32"
+            elif compute == "bfloat16":
+                variants = [("bfloat16", files["glossa-float32"], "bfloat16")]
+                ct2_model, ct2_type = files["ct2-float32"], "float32"
+            elif args.quantize_at_load:
+                variants = [("int8", files["glossa-float32"], "int8"),
+                            ("int8_fast", files["glossa-float32"], "int8_fast")]
+                ct2_model, ct2_type = files["ct2-float32"], "int8"
             else:
                 variants = [("int8", files["glossa-int8"], "int8"),
                             ("int8_fast", files["glossa-int8"], "int8_fast")]
@@ -495,6 +517,12 @@ def main():
                                 "fma_peak_gflops_per_core": round(core_peak * 1e-9, 1),
                                 "glossa_peak_rss_mb": mine["peak_rss_mb"],
                                 "ct2_peak_rss_mb": peer["peak_rss_mb"],
+                                "glossa_load_peak_rss_mb": mine.get("peak_rss_after_load_mb"),
+                                "ct2_load_peak_rss_mb": peer.get("peak_rss_after_load_mb"),
+                                "glossa_rss_after_load_mb": mine.get("rss_after_load_mb"),
+                                "ct2_rss_after_load_mb": peer.get("rss_after_load_mb"),
+                                "quantized_at_load": compute == "bfloat16" or (
+                                    compute == "int8" and args.quantize_at_load),
                                 "glossa_first_translation_s": mine["first_translation_s"],
                                 "ct2_first_translation_s": peer["first_translation_s"],
                                 "glossa_target_tokens": mine["target_tokens"],
@@ -546,6 +574,11 @@ def cpu_model():
     return "unknown"
 
 
+def mb_pair(glossa, ct2):
+    """'G / C' in MB, '-' for a figure a run did not report."""
+    return " / ".join("-" if v is None else "%.0f" % v for v in (glossa, ct2))
+
+
 def format_table(name, rows, info, n_batch, n_batch1, args):
     fixed = info["fixed_length"]
     head = ("%s: %s; %d sentences (batch 1: %d), median of %d, target tokens/s; %s" % (
@@ -555,27 +588,34 @@ def format_table(name, rows, info, n_batch, n_batch1, args):
     rows_shown = any(c.get("ct2_decoder_rows") for c in rows)
     lines = [head, "",
              "| type | cores | beam | batch | Glossa | CT2 | ratio | Glossa GEMM roofline (peak) "
-             "| peak RSS MB G / C | load s G / C | tokens G / C |" + (" rows/token G / C |" if rows_shown else ""),
-             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if rows_shown else "")]
+             "| peak RSS MB G / C | load peak RSS MB G / C | RSS after load MB G / C "
+             "| load s G / C | tokens G / C |" + (" rows/token G / C |" if rows_shown else ""),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if rows_shown else "")]
     for c in rows:
         kind = c["glossa_compute_type"]
-        if c["compute_type"] == "int8":
-            kind = "%s vs int8" % kind
+        if c["compute_type"] in ("int8", "bfloat16"):
+            kind = "%s vs %s" % (kind, c["ct2_compute_type"])
+        if c.get("quantized_at_load"):
+            kind += " (float32 files)"
         cores = "1" if c["workers"] * c["threads"] == 1 else "%dx%d" % (c["workers"], c["threads"])
         tokens = "%d / %d%s" % (c["glossa_target_tokens"], c["ct2_target_tokens"],
                                 "" if c["tokens_equal"] else " (differ)")
-        lines.append("| %s | %s | %d | %d | %s | %s | %.2f× | %.1f%% (%.0f) | %.0f / %.0f | %.2f / %.2f | %s |" % (
+        lines.append("| %s | %s | %d | %d | %s | %s | %.2f× | %.1f%% (%.0f) | %.0f / %.0f | %s | %s "
+                     "| %.2f / %.2f | %s |" % (
             kind, cores, c["beam_size"], c["batch_size"], "{:,.0f}".format(c["glossa_tokens_per_s"]),
             "{:,.0f}".format(c["ct2_tokens_per_s"]), c["ratio"],
             100 * c["glossa_gemm_roofline_share"], c["fma_peak_gflops_per_core"],
             c["glossa_peak_rss_mb"], c["ct2_peak_rss_mb"],
+            mb_pair(c.get("glossa_load_peak_rss_mb"), c.get("ct2_load_peak_rss_mb")),
+            mb_pair(c.get("glossa_rss_after_load_mb"), c.get("ct2_rss_after_load_mb")),
             c["glossa_first_translation_s"], c["ct2_first_translation_s"], tokens)
             + (" %s |" % rows_per_token(c) if rows_shown else ""))
     lines.append("")
     lines.append("cores: 1 = one worker of one thread; WxT = W workers of T threads each (Glossa's "
                  "engine workers, CTranslate2's inter_threads x intra_threads). load s: file to "
                  "first translation (one line, greedy, <= %d tokens), page cache warm. peak RSS: "
-                 "the whole process, median run. CT2 int8 = int8 weights, float32 elsewhere. "
+                 "the whole process, median run; load peak RSS: its peak up to the first "
+                 "translation; RSS after load: its RSS then. CT2 int8 = int8 weights, float32 elsewhere. "
                  "GEMM roofline: share of the fp32 FMA peak (int8: x4) over the cores used; "
                  "(peak): that peak per core in GFLOP/s, measured before the median Glossa run."
                  % FIRST_MAX_TOKENS

@@ -124,6 +124,7 @@ def main():
     translate(sources[:1], **first)
     first_translation_s = time.perf_counter() - t0
     rss_after_load = rss_mb("VmRSS")
+    peak_rss_after_load = rss_mb("VmHWM")  # the process's peak so far: imports and the load
     if args.hold:
         print(json.dumps({"engine": "ctranslate2", "compute_type": translator.compute_type,
                           "import_s": round(IMPORT_S, 4), "load_s": round(load_s, 4),
@@ -156,6 +157,7 @@ def main():
         "length_limited": sum(1 for t in outputs if len(t) >= args.max_output_tokens),
         "import_s": round(IMPORT_S, 4), "load_s": round(load_s, 4),
         "first_translation_s": round(first_translation_s, 4), "rss_after_load_mb": rss_after_load,
+        "peak_rss_after_load_mb": peak_rss_after_load,
         "wall_s": round(wall, 4), "target_tokens_per_s": round(target_tokens / wall, 1) if wall else None,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
         "suppress_pad": suppress,

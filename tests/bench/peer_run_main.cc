@@ -8,8 +8,10 @@
 //   1. load: Model::Load + the engine, then the first input line alone is translated, greedy,
 //      at most --first_max_output_tokens tokens; first_translation_s is the time from before
 //      Model::Load to that line's result ("file to first translation"; peer_compare.py reads
-//      the file into the page cache just before). rss_file_after_load_mb, rss_file_mb: of the
-//      RSS, pages of mapped files (the model file's read in place, the binary's, libraries').
+//      the file into the page cache just before). rss_after_load_mb: the RSS then;
+//      peak_rss_after_load_mb: the peak RSS up to then (VmHWM, reset before the load: the load's
+//      peak). rss_file_after_load_mb, rss_file_mb: of the RSS, pages of mapped files (the model
+//      file's read in place, the binary's, libraries').
 //   2. warm-up: the first --warmup lines (at most --warmup_max_output_tokens tokens each), untimed.
 //   3. the timed run: every line in ONE job, longest first (as Translator, glossa-translate and
 //      CTranslate2's translate_batch do), decoded by --workers engine workers of --threads
@@ -232,6 +234,7 @@ int main(int argc, char** argv) {
   if (!first.ok()) return Fail(std::string(first.status().message()), 1);
   const double first_translation_s = Seconds(Clock::now() - t0);
   const double rss_after_load_mb = glossa::bench::ProcStatusMb("VmRSS");
+  const double peak_rss_after_load_mb = glossa::bench::ProcStatusMb("VmHWM");
   // Of which pages of mapped files (the model file's, the binary's): clean, shared, reclaimable.
   const double rss_file_after_load_mb = glossa::bench::ProcStatusMb("RssFile");
 
@@ -318,6 +321,7 @@ int main(int argc, char** argv) {
       {"load_s", Round(load_s, 4)},
       {"first_translation_s", Round(first_translation_s, 4)},
       {"rss_after_load_mb", Round(rss_after_load_mb, 1)},
+      {"peak_rss_after_load_mb", Round(peak_rss_after_load_mb, 1)},
       {"rss_file_after_load_mb", Round(rss_file_after_load_mb, 1)},
       {"rss_file_mb", Round(glossa::bench::ProcStatusMb("RssFile"), 1)},
       {"wall_s", Round(wall, 4)},

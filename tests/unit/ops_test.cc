@@ -167,9 +167,29 @@ TEST_P(LinearPackingTest, SlicedPackingReportsEverySliceAndEqualsWholePacking) {
     GTEST_SKIP() << ComputeTypeName(compute) << " has no kernel on this CPU: " << e.what();
   }
   ASSERT_TRUE(sliced->packed());
-  ASSERT_EQ(slices.size(), 2u);
-  EXPECT_EQ(slices[1].first, slices[0].first + slices[0].second);
-  EXPECT_EQ(slices[0].second + slices[1].second, static_cast<size_t>(out * in * bytes_per_weight));
+  // Converted to another compute type, the float32 weights are reported first, slice by slice
+  // as converted (ranges of w), then as a whole; the packed slices are of the converted copy.
+  const auto* w_begin = reinterpret_cast<const uint8_t*>(w.data());
+  const auto* w_end = w_begin + w.size() * sizeof(float);
+  std::vector<std::pair<const uint8_t*, size_t>> converted, packed;
+  for (const auto& slice : slices) {
+    const bool in_w = slice.first >= w_begin && slice.first < w_end;
+    (compute != ComputeType::kFloat32 && in_w ? converted : packed).push_back(slice);
+  }
+  if (compute != ComputeType::kFloat32) {
+    ASSERT_GE(converted.size(), 2u);
+    EXPECT_EQ(converted.back(), std::make_pair(w_begin, w.size() * sizeof(float)));
+    size_t covered = 0;
+    for (size_t i = 0; i + 1 < converted.size(); ++i) {
+      EXPECT_EQ(converted[i].first, w_begin + covered) << "slice " << i;
+      covered += converted[i].second;
+    }
+    EXPECT_EQ(covered, w.size() * sizeof(float));
+    for (size_t i = 0; i < converted.size(); ++i) EXPECT_EQ(slices[i], converted[i]) << i;
+  }
+  ASSERT_EQ(packed.size(), 2u);
+  EXPECT_EQ(packed[1].first, packed[0].first + packed[0].second);
+  EXPECT_EQ(packed[0].second + packed[1].second, static_cast<size_t>(out * in * bytes_per_weight));
   for (int64_t rows : {1, 7, 32}) {
     const auto x = Random(rows * in, rng);
     std::vector<float> a(rows * out), c(rows * out);

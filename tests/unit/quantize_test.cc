@@ -2,12 +2,17 @@
 // against float32, and loading a model with a compute type.
 #include "ops/quantize.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/test_util.h"
@@ -274,6 +279,100 @@ TEST(ComputeTypeTest, StoredInt8WeightsEqualQuantizingAtLoad) {
   from_f32.Forward(x.data(), kRows, a.data());
   from_s8.Forward(x.data(), kRows, b.data());
   EXPECT_EQ(a, b);
+}
+
+// Pages of [p, p + bytes) present in this process's memory (/proc/self/pagemap's bit 63); -1
+// where pagemap cannot be read.
+int64_t PresentPages(const void* p, size_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) / page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page;
+  std::FILE* f = std::fopen("/proc/self/pagemap", "rb");
+  if (f == nullptr) return -1;
+  std::vector<uint64_t> entries(last - first);
+  const bool ok = std::fseek(f, static_cast<long>(first * 8), SEEK_SET) == 0 &&
+                  std::fread(entries.data(), 8, entries.size(), f) == entries.size();
+  std::fclose(f);
+  if (!ok) return -1;
+  int64_t present = 0;
+  for (uint64_t e : entries) present += static_cast<int64_t>(e >> 63);
+  return present;
+}
+
+// float32 weights in a mapped file (as a float32 model file's), converted to int8, int8_fast and
+// bfloat16: each slice of output rows is handed to the callback once converted, where a model
+// file drops its pages, so that the mapping never holds more than one slice of them (the
+// callback counts its present pages before dropping each range) and holds none afterwards; the
+// products equal those of the same Linear made from the weights in memory.
+TEST(ComputeTypeTest, ConvertingMappedFloat32WeightsMapsOneSliceAtATime) {
+  constexpr int64_t kIn = 256, kRows = 5;
+  const int64_t slice_rows = Linear::kPackSliceBytes / (kIn * 4);
+  const int64_t out = 3 * slice_rows + 100;  // three whole slices and a part
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(kIn * out), x(kRows * kIn);
+  for (float& v : w) v = 0.05f * normal(rng);
+  for (float& v : x) v = normal(rng);
+  const std::string path = ::testing::TempDir() + "/mapped_float32_weights.bin";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(w.data(), sizeof(float), w.size(), f), w.size());
+  ASSERT_EQ(std::fclose(f), 0);
+  std::FILE* in = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(in, nullptr);
+  const size_t bytes = w.size() * sizeof(float);
+  void* mapped = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, ::fileno(in), 0);
+  std::fclose(in);
+  std::remove(path.c_str());
+  ASSERT_NE(mapped, MAP_FAILED);
+  const auto* weights = static_cast<const float*>(mapped);
+  if (PresentPages(weights, bytes) < 0) {
+    ::munmap(mapped, bytes);
+    GTEST_SKIP() << "/proc/self/pagemap cannot be read here: residency unchecked";
+  }
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // A slice's pages, and the kernel's fault-around past its ends: up to a page-cache folio
+  // (2 MB with large folios) on either side.
+  const int64_t slice_pages = static_cast<int64_t>((Linear::kPackSliceBytes + (4 << 20)) / page);
+  for (ComputeType compute :
+       {ComputeType::kInt8, ComputeType::kInt8Fast, ComputeType::kBFloat16}) {
+    ::madvise(mapped, bytes, MADV_DONTNEED);
+    int64_t most_present = 0;
+    auto drop = [&](const void* plain, size_t n) {
+      most_present = std::max(most_present, PresentPages(weights, bytes));
+      const uintptr_t begin = reinterpret_cast<uintptr_t>(plain);
+      const uintptr_t base = reinterpret_cast<uintptr_t>(mapped);
+      if (begin < base || begin + n > base + bytes) return;  // not the mapped weights
+      const uintptr_t from = (begin + page - 1) / page * page, to = (begin + n) / page * page;
+      if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+    };
+    const Linear from_file(LinearWeights{weights}, nullptr, kIn, out, Activation::kNone, compute,
+                           drop);
+    const int64_t left = PresentPages(weights, bytes);
+    EXPECT_GT(most_present, 0) << ComputeTypeName(compute);  // the callback saw the reads
+    EXPECT_LE(most_present, slice_pages)
+        << ComputeTypeName(compute) << ": the mapping held more than one slice while converting";
+    EXPECT_EQ(left, 0) << ComputeTypeName(compute) << ": pages of the float32 weights left mapped";
+    const Linear from_memory(LinearWeights{w.data()}, nullptr, kIn, out, Activation::kNone,
+                             compute);
+    std::vector<float> a(kRows * out), b(kRows * out);
+    from_file.Forward(x.data(), kRows, a.data());
+    from_memory.Forward(x.data(), kRows, b.data());
+    EXPECT_EQ(a, b) << ComputeTypeName(compute);
+    // The converted copy was freed once packed; the plain weights made back from the packed
+    // copy (for a primitive that wants them) are the converted ones.
+    if (compute == ComputeType::kBFloat16) {
+      std::vector<uint16_t> expected(w.size());
+      quant::FloatToBf16(w.data(), static_cast<int64_t>(w.size()), expected.data());
+      EXPECT_EQ(std::memcmp(from_file.PlainWeights(), expected.data(), w.size() * 2), 0);
+    } else {
+      std::vector<int8_t> expected(w.size());
+      std::vector<float> scales(out);
+      quant::QuantizeWeightRows(w.data(), out, kIn, expected.data(), scales.data());
+      EXPECT_EQ(std::memcmp(from_file.PlainWeights(), expected.data(), w.size()), 0);
+    }
+  }
+  ::munmap(mapped, bytes);
 }
 
 TEST(ComputeTypeTest, ModelLoadsWithEachComputeType) {

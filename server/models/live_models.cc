@@ -1,6 +1,7 @@
 #include "server/models/live_models.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -22,14 +23,16 @@ LiveModels::~LiveModels() { Stop(); }
 void LiveModels::Start() { thread_ = std::thread([this] { Loop(); }); }
 
 void LiveModels::Reload() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   reload_requested_ = true;
+  wake_.notify_one();
 }
 
 void LiveModels::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    wake_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -81,16 +84,16 @@ void LiveModels::Loop() {
                                   ? std::min(poll_, absl::Milliseconds(100))
                                   : absl::Milliseconds(100);
   absl::Time next_poll = absl::Now() + poll_;
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || reload_requested_; };
-    mu_.AwaitWithTimeout(absl::Condition(&wake), tick);
+    wake_.wait_for(lock, absl::ToChronoMicroseconds(tick),
+                   [this] { return stop_ || reload_requested_; });
     if (stop_) return;
     const bool requested = reload_requested_;
     reload_requested_ = false;
     const bool poll = poll_ > absl::ZeroDuration() && absl::Now() >= next_poll;
     if (!requested && !poll) continue;
-    mu_.Unlock();
+    lock.unlock();
     if (requested) {
       ReloadNow("SIGHUP");
       applied = previous = Fingerprint();
@@ -105,7 +108,7 @@ void LiveModels::Loop() {
         previous = now;
       }
     }
-    mu_.Lock();
+    lock.lock();
   }
 }
 

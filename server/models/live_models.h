@@ -5,12 +5,12 @@
 #ifndef GLOSSA_SERVER_MODELS_LIVE_MODELS_H_
 #define GLOSSA_SERVER_MODELS_LIVE_MODELS_H_
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/models/model_config.h"
 #include "server/models/model_registry.h"
@@ -42,9 +42,13 @@ class LiveModels {
   const ModelDefaults defaults_;
   const absl::Duration poll_;
   std::thread thread_;
-  absl::Mutex mu_;
-  bool reload_requested_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // The thread waits on these for a request or its tick. std::mutex and std::condition_variable
+  // rather than absl::Mutex::Await: ThreadSanitizer intercepts the pthread calls under them, but
+  // cannot see the ordering inside Debian's Abseil, which is built without it.
+  std::mutex mu_;
+  std::condition_variable wake_;  // reload_requested_ or stop_ was set
+  bool reload_requested_ = false;  // guarded by mu_
+  bool stop_ = false;              // guarded by mu_
   std::vector<std::string> watched_paths_;  // model files of the last parsed config (thread_)
 };
 

@@ -1,5 +1,6 @@
 #include "server/models/model_registry.h"
 
+#include <chrono>
 #include <cstdio>
 #include <set>
 #include <thread>
@@ -90,7 +91,7 @@ ModelRegistry::~ModelRegistry() {
   Shutdown(absl::Now());
   std::vector<LoadedModel*> left;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(reaper_mu_);
     left.swap(released_);
   }
   for (LoadedModel* m : left) delete m;
@@ -105,10 +106,11 @@ std::shared_ptr<LoadedModel> ModelRegistry::Own(std::unique_ptr<LoadedModel> mod
 // the reference, which may be one of those workers (a job's callback held it).
 void ModelRegistry::Released(LoadedModel* model) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(reaper_mu_);
     // After Shutdown began the reaper is gone: Shutdown or the destructor frees it.
-    if (reaper_running_ || shut_down_) {
+    if (reaper_running_ || stopping_) {
       released_.push_back(model);
+      reaper_wake_.notify_one();
       return;
     }
   }
@@ -116,19 +118,20 @@ void ModelRegistry::Released(LoadedModel* model) {
 }
 
 void ModelRegistry::RetireLocked(const std::shared_ptr<LoadedModel>& model) {
+  std::lock_guard<std::mutex> lock(reaper_mu_);
   retiring_[model.get()] = Retiring{absl::Now(), false};
-  if (!reaper_running_ && !shut_down_) {
+  if (!reaper_running_ && !stopping_) {
     reaper_running_ = true;
     reaper_ = std::thread([this] { ReaperLoop(); });
   }
 }
 
 void ModelRegistry::ReaperLoop() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(reaper_mu_);
   while (!stopping_) {
-    auto wake = [this]()
-                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !released_.empty(); };
-    mu_.AwaitWithTimeout(absl::Condition(&wake), absl::Milliseconds(200));
+    // Woken by a release or by Shutdown; every 200 ms anyway, for the drain timeout.
+    reaper_wake_.wait_for(lock, std::chrono::milliseconds(200),
+                          [this] { return stopping_ || !released_.empty(); });
     if (stopping_) break;
     std::vector<LoadedModel*> released;
     released.swap(released_);
@@ -141,7 +144,7 @@ void ModelRegistry::ReaperLoop() {
         overdue.push_back(m);
       }
     }
-    mu_.Unlock();
+    lock.unlock();
     for (LoadedModel* m : overdue) {
       Log(absl::StrCat("model ", m->name, " (removed or replaced): requests still running after ",
                        absl::FormatDuration(drain_timeout_), "; ending them"));
@@ -152,7 +155,7 @@ void ModelRegistry::ReaperLoop() {
       Log(absl::StrCat("model ", m->name, " (", m->path, "): unloaded, its requests done"));
       delete m;
     }
-    mu_.Lock();
+    lock.lock();
   }
 }
 
@@ -291,7 +294,7 @@ bool ModelRegistry::LoadOrReplace(const ModelSpec& spec, const ModelMap& current
   std::shared_ptr<LoadedModel> old;
   {
     absl::MutexLock lock(&mu_);
-    if (shut_down_) return false;  // `fresh` is freed inline: no reaper runs any more
+    if (shut_down_) return false;  // `fresh` is freed when dropped (Released)
     std::shared_ptr<LoadedModel>& slot = models_[spec.name];
     old = std::move(slot);
     slot = fresh;
@@ -312,8 +315,12 @@ void ModelRegistry::RecordReload(bool ok) {
 }
 
 ModelRegistry::ReloadStats ModelRegistry::reload_stats() const {
-  absl::ReaderMutexLock lock(&mu_);
-  ReloadStats stats = stats_;
+  ReloadStats stats;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    stats = stats_;
+  }
+  std::lock_guard<std::mutex> lock(reaper_mu_);
   stats.retiring = static_cast<int64_t>(retiring_.size());
   return stats;
 }
@@ -325,16 +332,23 @@ void ModelRegistry::Shutdown(absl::Time deadline) {
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
-    shut_down_ = true;
+    shut_down_ = true;  // Apply retires nothing from now on
+  }
+  {
+    std::lock_guard<std::mutex> lock(reaper_mu_);
     stopping_ = true;
     reaper = std::move(reaper_);
+    reaper_wake_.notify_one();
   }
   if (reaper.joinable()) reaper.join();
   {
     absl::MutexLock lock(&mu_);
-    reaper_running_ = false;
     models.swap(models_);
-    for (auto& [name, entry] : models) engines.push_back(entry->engine.get());
+  }
+  for (auto& [name, entry] : models) engines.push_back(entry->engine.get());
+  {
+    std::lock_guard<std::mutex> lock(reaper_mu_);
+    reaper_running_ = false;
     // Retiring models are alive until released (nothing else frees them).
     for (auto& [m, r] : retiring_) engines.push_back(m->engine.get());
   }
@@ -346,7 +360,7 @@ void ModelRegistry::Shutdown(absl::Time deadline) {
   // Models released after the reaper stopped were queued; free them (engines are shut down).
   std::vector<LoadedModel*> released;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(reaper_mu_);
     released.swap(released_);
     for (LoadedModel* m : released) retiring_.erase(m);
   }

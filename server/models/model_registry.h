@@ -10,9 +10,11 @@
 #define GLOSSA_SERVER_MODELS_MODEL_REGISTRY_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -109,20 +111,29 @@ class ModelRegistry {
   // Wraps a newly loaded model: its last reference hands it to the reaper.
   std::shared_ptr<LoadedModel> Own(std::unique_ptr<LoadedModel> model);
   void Released(LoadedModel* model);
-  // Moves a model out of the set into retirement; the caller drops `model` after the lock.
+  // Moves a model taken out of the set (under mu_) into retirement, starting the reaper if it
+  // is not running; the caller drops `model` after the lock.
   void RetireLocked(const std::shared_ptr<LoadedModel>& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReaperLoop();
   void Notify(const std::string& name, bool serving) const;
 
+  // The set served; read by every request (Find), hence a reader-writer lock.
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<LoadedModel>> models_ ABSL_GUARDED_BY(mu_);
-  std::map<LoadedModel*, Retiring> retiring_ ABSL_GUARDED_BY(mu_);
-  std::vector<LoadedModel*> released_ ABSL_GUARDED_BY(mu_);  // retired, unreferenced
-  std::thread reaper_ ABSL_GUARDED_BY(mu_);
-  bool reaper_running_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   ReloadStats stats_ ABSL_GUARDED_BY(mu_);
+
+  // Retirement: the models out of the set and the reaper that frees them. The reaper waits on a
+  // std::condition_variable rather than in absl::Mutex::Await: ThreadSanitizer intercepts the
+  // pthread calls under std::mutex and std::condition_variable, but cannot see the ordering
+  // inside Debian's Abseil, which is built without it. Where both locks are held, mu_ is first.
+  mutable std::mutex reaper_mu_;
+  std::condition_variable reaper_wake_;        // released_ gained a model, or stopping_ was set
+  std::map<LoadedModel*, Retiring> retiring_;  // guarded by reaper_mu_
+  std::vector<LoadedModel*> released_;         // guarded by reaper_mu_: retired, unreferenced
+  std::thread reaper_;                         // guarded by reaper_mu_
+  bool reaper_running_ = false;                // guarded by reaper_mu_
+  bool stopping_ = false;                      // guarded by reaper_mu_; set by Shutdown
 
   absl::Mutex apply_mu_;  // one Apply at a time
   ServingCallback serving_callback_;

@@ -4,10 +4,13 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -266,6 +269,44 @@ TEST_F(RegistryApplyTest, AReplacedFileIsReloadedUnderTheSameName) {
   registry.Shutdown(absl::Now());
   std::remove(path.c_str());
   rmdir(dir);
+}
+
+// Requests on other threads find, hold and drop the model while Apply replaces it again and
+// again: whichever thread drops a replaced model last, the reaper unloads it.
+TEST_F(RegistryApplyTest, ModelsDroppedOnOtherThreadsAreAllUnloaded) {
+  auto loaded = ModelRegistry::Load(Specs("a=" + Demo() + "\n"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ModelRegistry& registry = **loaded;
+  std::atomic<bool> stop{false};
+  std::atomic<int> found{0};
+  std::vector<std::thread> requests;
+  for (int i = 0; i < 4; ++i) {
+    requests.emplace_back([&] {
+      while (!stop.load()) {
+        {
+          auto a = registry.Find("a");
+          if (a.ok()) ++found;
+          std::this_thread::sleep_for(std::chrono::microseconds(300));  // held meanwhile
+        }  // maybe the last reference to a replaced model
+        registry.reload_stats();  // reads the retiring models beside the reaper
+      }
+    });
+  }
+  std::set<uint64_t> generations;
+  for (int i = 0; i < 6; ++i) {
+    const std::string workers = i % 2 == 0 ? " workers=2" : "";
+    ModelRegistry::ApplyResult r = registry.Apply(Specs("a=" + Demo() + workers + "\n"));
+    EXPECT_THAT(r.replaced, ElementsAre("a"));
+    generations.insert(registry.Find("a").value()->generation);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop = true;
+  for (std::thread& t : requests) t.join();
+  EXPECT_GT(found.load(), 0);
+  EXPECT_EQ(generations.size(), 6u);
+  EXPECT_TRUE(Drained(registry));
+  EXPECT_EQ(registry.models().size(), 1u);
+  registry.Shutdown(absl::Now());
 }
 
 }  // namespace

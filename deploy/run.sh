@@ -9,7 +9,8 @@
 #   GLOSSA_SANITIZERS=0 skips the sanitizer pass (ASan+UBSan build in build-asan),
 #   GLOSSA_FUZZ=0 skips the fuzz pass (clang libFuzzer build in build-fuzz, ctest -L fuzz),
 #   GLOSSA_TSAN=1 adds a ThreadSanitizer pass over the unit and server tests (build-tsan; off by
-#   default: another full build, ~15 more minutes on 2 cores).
+#   default: another full build, ~15 more minutes on 2 cores). python_batch and
+#   metrics_ScrapeLatency skip there: their timing does not hold under TSan's slowdown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}

@@ -127,6 +127,10 @@ ABSL_FLAG(std::string, glossary_dir, "",
           "Where stored glossaries (GlossaryService, /v1/glossaries) are kept, a file each, "
           "written atomically (a crash leaves whole files only); created if missing. Empty: in "
           "memory only, lost at exit");
+ABSL_FLAG(std::string, pivot_language, "en",
+          "A request that names no model and whose pair no model translates goes through this "
+          "language: source -> pivot by one model, pivot -> target by another (the response's "
+          "model is 'first+second'). Empty: never");
 ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long in-flight requests may run before they are cancelled");
 
@@ -569,6 +573,7 @@ int main(int argc, char** argv) {
   if (absl::Status token = RequireTokenFromFlags(service); !token.ok()) return Fail(token);
   auto glossaries = OpenGlossaries(service);
   if (!glossaries.ok()) return Fail(glossaries.status());
+  service.SetPivotLanguage(absl::GetFlag(FLAGS_pivot_language));
   auto http = StartHttp(&service, glossaries->get(), line.http_listen_given);
   if (!http.ok()) return Fail(http.status());
   GlossaryServiceImpl glossary_service(glossaries->get(), &service);

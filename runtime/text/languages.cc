@@ -116,6 +116,17 @@ std::string Iso639_3(absl::string_view code) {
   return it == IsoTable().end() ? lower : it->second;
 }
 
+std::string Iso639_1(absl::string_view code) {
+  static const auto* reverse = [] {
+    auto* t = new absl::flat_hash_map<std::string, std::string>();
+    for (const auto& [two, three] : IsoTable()) t->emplace(three, two);
+    return t;
+  }();
+  std::string lower = absl::AsciiStrToLower(code);
+  auto it = reverse->find(lower);
+  return it == reverse->end() ? lower : it->second;
+}
+
 absl::StatusOr<LanguagePair> ResolveLanguages(const ModelInfo& info, const Tokenizer& tokenizer,
                                               absl::string_view source_language,
                                               absl::string_view target_language) {

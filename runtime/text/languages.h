@@ -35,6 +35,9 @@ std::vector<std::string> TargetLanguages(const ModelInfo& info, const Tokenizer&
 
 // The ISO 639-3 code of an ISO 639-1 code ("es" -> "spa"); other codes lower-cased as they are.
 std::string Iso639_3(absl::string_view code);
+// The ISO 639-1 code of a language code ("spa", "es", "ES" -> "es"); other codes lower-cased as
+// they are.
+std::string Iso639_1(absl::string_view code);
 
 }  // namespace glossa
 

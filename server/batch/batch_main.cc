@@ -27,7 +27,8 @@ ABSL_FLAG(std::string, server, "127.0.0.1:50051",
           "that is up; a failed request is retried on another), or one gRPC target such as "
           "dns:///glossa.ns.svc.cluster.local:50051, balanced round-robin over every address "
           "the name resolves to (a headless Kubernetes service: every pod)");
-ABSL_FLAG(std::string, model, "", "Model name (empty: the server's only model)");
+ABSL_FLAG(std::string, model, "",
+          "Model name (empty: the server's only model, or the one it routes the languages to)");
 ABSL_FLAG(std::string, input, "", "Input file (required): a segment per line");
 ABSL_FLAG(std::string, output, "",
           "Output file (required): a line per input line, in input order, in the input's "

@@ -41,21 +41,12 @@ grpc::ByteBuffer Serialize(const Message& message) {
 // margin). A true cancellation within the margin runs on until the deadline, at most this long.
 constexpr auto kDeadlineMargin = std::chrono::milliseconds(50);
 
-void CancelUnlessExpired(Job* job, const grpc::CallbackServerContext* context) {
+template <typename Cancellable>  // a Job or a TranslateRun
+void CancelUnlessExpired(Cancellable* job, const grpc::CallbackServerContext* context) {
   if (job == nullptr) return;
   const auto now = std::chrono::system_clock::now();
   if (context->deadline() <= now + kDeadlineMargin) return;
   job->Cancel();
-}
-
-std::shared_ptr<Job> NewJob(const PreparedRequest& p, absl::Time deadline) {
-  auto job = std::make_shared<Job>();
-  job->sources = p.sources.sources;
-  job->search = p.search;
-  job->constraints = p.constraints;
-  job->lane = p.lane;
-  job->deadline = deadline;
-  return job;
 }
 
 // Compared in constant time (for the secret's length), so that timing does not reveal a prefix.
@@ -64,33 +55,6 @@ bool SameSecret(absl::string_view presented, absl::string_view secret) {
   unsigned char diff = 0;
   for (size_t i = 0; i < secret.size(); ++i) diff |= presented[i] ^ secret[i];
   return diff == 0;
-}
-
-// What a successful translation adds to the request metrics: source tokens (EOS included, as
-// the engine counts them), generated tokens of each best hypothesis (EOS excluded), the
-// non-empty texts whose translation is the text itself (untranslated), and the best hypotheses
-// that reached the length limit (truncated; with a forced EOS they still end with one).
-void SetResult(const PreparedRequest& p, const std::vector<std::string>& texts,
-               const std::vector<Translation>& translations, RpcRecord* record) {
-  RpcRecord::Result r;
-  for (const auto& source : p.sources.sources) {
-    r.input_tokens += static_cast<int64_t>(source.size());
-  }
-  const int eos = p.model->model->config().eos_id;
-  for (size_t i = 0; i < translations.size(); ++i) {
-    if (translations[i].hypotheses.empty()) continue;
-    const TranslatedHypothesis& best = translations[i].hypotheses.front();
-    const std::vector<int>& ids = best.token_ids;
-    const int64_t n = static_cast<int64_t>(ids.size());
-    // The target prefix was given, not generated (an empty text has neither).
-    const int64_t prefix = n > 0 ? static_cast<int64_t>(p.search.prefix.size()) : 0;
-    r.output_tokens += n - prefix - (!ids.empty() && ids.back() == eos ? 1 : 0);
-    if (n > 0 && n >= p.search.positions()) ++r.truncated;
-    const absl::string_view text =
-        i < texts.size() ? absl::StripAsciiWhitespace(texts[i]) : absl::string_view();
-    if (!text.empty() && text == absl::StripAsciiWhitespace(best.text)) ++r.untranslated;
-  }
-  record->SetResult(r);
 }
 
 // Unary Translate: answers once, when the engine finishes the job.
@@ -118,11 +82,11 @@ class TranslateCall final : public grpc::ServerUnaryReactor {
       End(ToGrpcStatus(job.status()));
       return;
     }
-    job_ = job->job;
-    const absl::Status submitted = job->engine->Submit(job_);
-    if (!submitted.ok()) End(ToGrpcStatus(submitted));
+    run_ = *std::move(job);
+    const absl::Status started = run_->Start();
+    if (!started.ok()) End(ToGrpcStatus(started));
   }
-  void OnCancel() override { CancelUnlessExpired(job_.get(), context_); }
+  void OnCancel() override { CancelUnlessExpired(run_.get(), context_); }
   void OnDone() override { delete this; }
 
  private:
@@ -134,7 +98,7 @@ class TranslateCall final : public grpc::ServerUnaryReactor {
 
   const grpc::CallbackServerContext* context_;
   RpcRecord record_;
-  std::shared_ptr<Job> job_;
+  std::shared_ptr<TranslateRun> run_;
 };
 
 // TranslateStream: a message per newly certain piece of text, then a last one with the result.
@@ -142,8 +106,55 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   StreamCall(const TranslatorService& service, grpc::CallbackServerContext* context,
              const grpc::ByteBuffer& request)
-      : context_(context), record_(service.metrics(), Method::kTranslateStream) {
-    auto prepared = service.Prepare(*context, request, /*stream=*/true, &record_, &texts_);
+      : service_(service), context_(context),
+        record_(service.metrics(), Method::kTranslateStream) {
+    auto parsed = service.Parse(*context, request, &record_);
+    if (!parsed.ok()) {
+      End(ToGrpcStatus(parsed.status()));
+      return;
+    }
+    auto routed = RouteRequest(*parsed, service.registry(), service.pivot_language());
+    if (routed.ok() && routed->parts.size() == 1 && !routed->parts.front().pivot.empty()) {
+      if (!routed->detected.empty()) detected_ = routed->detected.front();
+      FirstHop(routed->parts.front());
+    } else {
+      Stream(*parsed);  // reports a routing error too
+    }
+  }
+
+  // Through a pivot: the first hop translates the text at once (Translate's way), then the
+  // second hop streams.
+  void FirstHop(const RoutedPart& part) {
+    record_.SetPivoted();
+    counted_model_ = part.request.model();
+    v1::TranslateRequest second = part.second;
+    auto run = service_.NewTranslateJob(
+        part.request, Deadline(context_), &record_,
+        [this, second](absl::StatusOr<v1::TranslateResponse> first) mutable {
+          if (!first.ok()) {
+            End(ToGrpcStatus(first.status()));
+            return;
+          }
+          const v1::Translation& t = first->translations(0);
+          second.add_texts(t.hypotheses_size() > 0 ? t.hypotheses(0).text() : std::string());
+          Stream(second);
+        });
+    if (!run.ok()) {
+      End(ToGrpcStatus(run.status()));
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      first_hop_ = *run;
+    }
+    if (absl::Status started = (*run)->Start(); !started.ok()) End(ToGrpcStatus(started));
+  }
+
+  // The streamed translation of `request` by one model.
+  void Stream(const v1::TranslateRequest& request) {
+    auto prepared =
+        service_.PrepareParsed(request, /*stream=*/true, &record_, &texts_, &detected_);
+    if (!counted_model_.empty()) record_.SetModel(counted_model_);  // a pivot's first hop
     if (!prepared.ok()) {
       End(ToGrpcStatus(prepared.status()));
       return;
@@ -153,7 +164,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       Complete(DetokenizeResults(*p_->model->model, p_->sources, {}).front());
       return;
     }
-    ResultCache* cache = service.cache();
+    ResultCache* cache = service_.cache();
     std::vector<std::optional<Translation>> cached = TakeCached(cache, texts_, p_.get());
     if (cached.front()) {  // one message with the whole text
       Complete(*cached.front());
@@ -162,9 +173,9 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     // The client knows its target prefix: the pieces stream the completion.
     sent_tokens_ = p_->search.prefix.size();
     sent_text_ = p_->model->model->tokenizer().DecodeTarget(p_->search.prefix);
-    job_ = NewJob(*p_, Deadline(context));
-    job_->on_tokens = [this](const std::vector<int>& stable) { OnTokens(stable); };
-    job_->on_done = [this, cache](JobResult result) {
+    auto job = NewJob(*p_, Deadline(context_));
+    job->on_tokens = [this](const std::vector<int>& stable) { OnTokens(stable); };
+    job->on_done = [this, cache](JobResult result) {
       if (!result.ok()) {
         FinishWhenWritten(ToGrpcStatus(result.status()));
         return;
@@ -174,7 +185,14 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       StoreAndMerge(cache, texts_, *p_, {}, &translations);
       Complete(translations.front());
     };
-    const absl::Status submitted = p_->model->engine->Submit(job_);
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) {  // while the first hop of a pivot ran
+        job->Cancel();
+      }
+      job_ = job;
+    }
+    const absl::Status submitted = p_->model->engine->Submit(job);
     if (!submitted.ok()) End(ToGrpcStatus(submitted));
   }
 
@@ -196,7 +214,12 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     if (finish) End(*finish);  // outside the lock: OnDone may delete this
   }
-  void OnCancel() override { CancelUnlessExpired(job_.get(), context_); }
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    CancelUnlessExpired(first_hop_.get(), context_);
+    CancelUnlessExpired(job_.get(), context_);
+  }
   void OnDone() override { delete this; }
 
  private:
@@ -231,7 +254,12 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     message.set_done(true);
     ToProto(result, p_->return_scores, message.mutable_result());
-    SetResult(*p_, texts_, {result}, &record_);  // before Send: OnWriteDone may finish at once
+    if (!detected_.language.empty()) {
+      message.mutable_result()->set_detected_language(detected_.language);
+      message.mutable_result()->set_detected_confidence(
+          static_cast<int>(detected_.confidence + 0.5));
+    }
+    record_.SetResult(ResultOf(*p_, texts_, {result}));  // before Send: OnWriteDone may finish
     Send(message, grpc::Status::OK);
   }
 
@@ -255,17 +283,22 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
   }
 
+  const TranslatorService& service_;
   const grpc::CallbackServerContext* context_;
   RpcRecord record_;
   std::vector<std::string> texts_;
+  DetectedLanguage detected_;  // with source_language "auto"
+  std::string counted_model_;  // through a pivot: the first hop's model, which metrics count
   std::shared_ptr<PreparedRequest> p_;
-  std::shared_ptr<Job> job_;
   std::string sent_text_;  // touched only by the worker thread, and by Complete after it
   size_t sent_tokens_ = 0;
   absl::Mutex mu_;
   std::deque<grpc::ByteBuffer> pending_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<TranslateRun> first_hop_ ABSL_GUARDED_BY(mu_);  // through a pivot
+  std::shared_ptr<Job> job_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
@@ -317,19 +350,29 @@ absl::StatusOr<v1::TranslateRequest> TranslatorService::Parse(
 
 absl::StatusOr<PreparedRequest> TranslatorService::Prepare(
     const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer, bool stream,
-    RpcRecord* record, std::vector<std::string>* texts) const {
+    RpcRecord* record, std::vector<std::string>* texts, DetectedLanguage* detected) const {
   GLOSSA_ASSIGN_OR_RETURN(v1::TranslateRequest request, Parse(context, buffer, record));
-  return PrepareParsed(request, stream, record, texts);
+  return PrepareParsed(request, stream, record, texts, detected);
 }
 
 absl::StatusOr<PreparedRequest> TranslatorService::PrepareParsed(
     const v1::TranslateRequest& request, bool stream, RpcRecord* record,
-    std::vector<std::string>* texts) const {
+    std::vector<std::string>* texts, DetectedLanguage* detected) const {
   record->SetModel(request.model());
   if (draining_.load()) {
     return absl::UnavailableError("the server is shutting down: retry on another replica");
   }
-  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest p, PrepareRequest(request, *registry_, limits_, stream, glossaries_));
+  GLOSSA_ASSIGN_OR_RETURN(RoutedRequest routed, RouteRequest(request, *registry_, pivot_language_));
+  const RoutedPart& part = routed.parts.front();
+  if (routed.parts.size() != 1 || !part.pivot.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TranslateStream translates with one model, and no single model translates this text's "
+        "language into '", request.target_language(), "' (the route is ", part.route,
+        "): use Translate, which goes through the pivot language"));
+  }
+  if (detected != nullptr && !routed.detected.empty()) *detected = routed.detected.front();
+  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest p,
+                          PrepareRequest(part.request, *registry_, limits_, stream, glossaries_));
   // What SetResult compares the translations with: the sentences when the texts were split.
   if (p.documents != nullptr) {
     *texts = p.documents->sentences;
@@ -339,39 +382,20 @@ absl::StatusOr<PreparedRequest> TranslatorService::PrepareParsed(
   return p;
 }
 
-absl::StatusOr<TranslatorService::TranslateJob> TranslatorService::NewTranslateJob(
+absl::StatusOr<std::shared_ptr<TranslateRun>> TranslatorService::NewTranslateJob(
     const v1::TranslateRequest& request, absl::Time deadline, RpcRecord* record,
-    TranslateDone done) const {
-  auto texts = std::make_shared<std::vector<std::string>>();
-  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest prepared,
-                          PrepareParsed(request, /*stream=*/false, record, texts.get()));
-  auto p = std::make_shared<PreparedRequest>(std::move(prepared));
-  // Texts in the result cache are answered from it; the engine gets the others (maybe none:
-  // then Submit calls on_done at once).
-  auto cached = std::make_shared<std::vector<std::optional<Translation>>>(
-      TakeCached(cache_, *texts, p.get()));
-  TranslateJob out;
-  out.engine = p->model->engine.get();
-  out.job = NewJob(*p, deadline);
-  out.job->on_done = [p, texts, record, cached, cache = cache_,
-                      done = std::move(done)](JobResult result) {
-    if (!result.ok()) {
-      done(result.status());
-      return;
-    }
-    std::vector<Translation> translations =
-        DetokenizeResults(*p->model->model, p->sources, *std::move(result));
-    StoreAndMerge(cache, *texts, *p, std::move(*cached), &translations);
-    SetResult(*p, *texts, translations, record);  // per sentence when the texts were split
-    if (p->documents != nullptr) translations = JoinDocuments(*p->documents, translations);
-    v1::TranslateResponse message;
-    message.set_model(p->model->name);
-    for (const Translation& t : translations) {
-      ToProto(t, p->return_scores, message.add_translations());
-    }
-    done(std::move(message));
-  };
-  return out;
+    TranslateRun::Done done) const {
+  record->SetModel(request.model());
+  if (draining_.load()) {
+    return absl::UnavailableError("the server is shutting down: retry on another replica");
+  }
+  RunContext context;
+  context.registry = registry_;
+  context.limits = limits_;
+  context.glossaries = glossaries_;
+  context.cache = cache_;
+  context.pivot_language = pivot_language_;
+  return TranslateRun::Create(context, request, deadline, record, std::move(done));
 }
 
 grpc::ServerUnaryReactor* TranslatorService::Translate(grpc::CallbackServerContext* context,

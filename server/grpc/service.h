@@ -16,6 +16,7 @@
 #include "server/models/model_registry.h"
 #include "server/request/request.h"
 #include "server/cache/result_cache.h"
+#include "server/grpc/translate_run.h"
 
 namespace glossa::server {
 
@@ -59,27 +60,29 @@ class TranslatorService final : public TranslatorBase {
                                              RpcRecord* record) const;
   // Parsing and validation shared by both translation RPCs (UNAVAILABLE while draining). Tells
   // `record` the model the request names (even when it fails) and keeps the texts in `texts`.
+  // The request is routed first (one model: TranslateStream does not pivot); with source
+  // "auto", `detected` (if not null) gets the text's language.
   absl::StatusOr<PreparedRequest> Prepare(const grpc::CallbackServerContext& context,
                                           const grpc::ByteBuffer& request, bool stream,
-                                          RpcRecord* record, std::vector<std::string>* texts) const;
-  // Prepare's checks of a parsed request: what every transport shares.
+                                          RpcRecord* record, std::vector<std::string>* texts,
+                                          DetectedLanguage* detected = nullptr) const;
+  // Prepare's checks of a parsed request.
   absl::StatusOr<PreparedRequest> PrepareParsed(const v1::TranslateRequest& request, bool stream,
-                                                RpcRecord* record,
-                                                std::vector<std::string>* texts) const;
+                                                RpcRecord* record, std::vector<std::string>* texts,
+                                                DetectedLanguage* detected = nullptr) const;
 
   // The unary translation behind gRPC's Translate and the HTTP API, transport-neutral: validates
-  // `request` (PrepareParsed) and returns a job for `engine` whose on_done builds the response,
-  // records the result in `record` (which must outlive the job; the caller finishes it) and calls
-  // `done` once. Nothing runs until the caller submits the job (Engine::Submit); when that fails,
-  // `done` is never called.
-  using TranslateDone = std::function<void(absl::StatusOr<v1::TranslateResponse>)>;
-  struct TranslateJob {
-    std::shared_ptr<Job> job;
-    Engine* engine = nullptr;
-  };
-  absl::StatusOr<TranslateJob> NewTranslateJob(const v1::TranslateRequest& request,
-                                               absl::Time deadline, RpcRecord* record,
-                                               TranslateDone done) const;
+  // and routes `request` (UNAVAILABLE while draining; tells `record` the model) and returns the
+  // run whose end builds the response, records the result in `record` (which must outlive the
+  // run; the caller finishes it) and calls `done` once. Nothing runs until the caller starts it
+  // (TranslateRun::Start); when that fails, `done` is never called.
+  absl::StatusOr<std::shared_ptr<TranslateRun>> NewTranslateJob(const v1::TranslateRequest& request,
+                                                                absl::Time deadline,
+                                                                RpcRecord* record,
+                                                                TranslateRun::Done done) const;
+  // The language that joins two models when none translates a request's pair (empty: none).
+  void SetPivotLanguage(std::string language) { pivot_language_ = std::move(language); }
+  const std::string& pivot_language() const { return pivot_language_; }
   // ListModels' answer, for any transport (the caller authenticates).
   v1::ListModelsResponse Models() const;
   RequestMetrics* metrics() const { return metrics_; }
@@ -102,6 +105,7 @@ class TranslatorService final : public TranslatorBase {
 
   std::atomic<bool> draining_{false};
   std::string token_;
+  std::string pivot_language_ = "en";
 };
 
 // Answers calls to methods the server does not have (a wrong service or method name, or a

@@ -86,11 +86,11 @@ absl::StatusOr<v1::TranslateResponse> TranslateAndWait(const TranslatorService& 
                                        pending->done.Notify();
                                      });
   if (!job.ok()) return job.status();
-  if (absl::Status submitted = job->engine->Submit(job->job); !submitted.ok()) return submitted;
+  if (absl::Status started = (*job)->Start(); !started.ok()) return started;
   // The engine ends a job past its deadline within one decoder step by itself. Should that ever
   // not happen, cancel it (it then stops within a step) rather than leave `record` in use.
   if (!pending->done.WaitForNotificationWithTimeout(timeout + absl::Seconds(30))) {
-    job->job->Cancel();
+    (*job)->Cancel();
     pending->done.WaitForNotification();
   }
   return pending->result;

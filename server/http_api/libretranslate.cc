@@ -12,7 +12,11 @@
 #include "server/http_api/http_api.h"
 #include "server/text/language_detector.h"
 #include "server/common/status_util.h"
+#include "server/models/router.h"
+#include "server/request/routing.h"
+#include "text/languages.h"
 #include "text/tokenizer.h"
+#include "util/status_macros.h"
 
 namespace glossa::server {
 namespace {
@@ -70,14 +74,11 @@ std::vector<std::string> HtmlTexts(absl::string_view html, const HtmlText& nodes
   return out;
 }
 
-// The languages of the server's models, sources and targets: what detection chooses among.
+// The languages of the server's models, sources and targets: what /detect chooses among.
 std::set<std::string> ServerLanguages(const ModelRegistry& registry) {
-  std::set<std::string> out;
-  for (const auto& [name, entry] : registry.models()) {
-    const ModelInfo& info = entry->model->info();
-    if (!info.source_language.empty()) out.insert(info.source_language);
-    if (!info.target_language.empty()) out.insert(info.target_language);
-  }
+  const auto models = registry.models();
+  std::set<std::string> out = SourceLanguagesOf(models);
+  for (const std::string& code : TargetLanguagesOf(models)) out.insert(code);
   return out;
 }
 
@@ -108,41 +109,78 @@ absl::StatusOr<std::vector<DetectedLanguage>> Detect(const ModelRegistry& regist
   return out;
 }
 
+// The beam that alternatives start from: the first model's default (--default_beam_size).
+int DefaultBeam(const ModelRegistry& registry) {
+  const auto models = registry.models();
+  return models.empty() ? 4 : models.begin()->second->engine->options().default_beam_size;
+}
+
 json ToJson(const DetectedLanguage& d) {
   return {{"confidence", d.confidence}, {"language", d.language}};
 }
 
-// The translation, in LibreTranslate's shape.
-absl::StatusOr<std::string> Translate(const TranslatorService& service, const LibreRequest& r,
-                                      const std::string& api_key, absl::Duration timeout,
-                                      RpcRecord* record) {
-  if (!service.CheckToken(api_key).ok()) {
-    return absl::UnauthenticatedError("Invalid API key");
+// The text detection reads of q item i: the item, or its HTML's text nodes.
+absl::StatusOr<std::string> DetectableText(const std::string& q, const std::string& format) {
+  if (format == "text") return q;
+  auto page = ExtractHtmlText(q);
+  if (!page.ok()) return page.status();
+  return absl::StrJoin(page->texts, "\n");
+}
+
+// "auto": each q item's language, among those the server translates into `target` from.
+absl::StatusOr<std::vector<DetectedLanguage>> DetectItems(const TranslatorService& service,
+                                                          const LibreRequest& r,
+                                                          const std::string& format) {
+  const std::set<std::string> candidates =
+      AutoCandidates(service.registry(), "", r.target, service.pivot_language());
+  if (candidates.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(r.target), " is not supported"));
   }
-  if (r.q.empty()) return Invalid("missing q parameter");
-  if (r.source.empty()) return Invalid("missing source parameter");
-  if (r.target.empty()) return Invalid("missing target parameter");
-  const std::string format = r.format.empty() ? "text" : r.format;
-  if (format != "text" && format != "html") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(QuoteForMessage(format), " format is not supported: use text or html"));
+  std::vector<DetectedLanguage> out;
+  for (size_t i = 0; i < r.q.size(); ++i) {
+    if (!IsValidUtf8(r.q[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("q ", i, " is not valid UTF-8"));
+    }
+    auto text = DetectableText(r.q[i], format);
+    if (!text.ok()) return text.status();
+    auto detected = DetectAmong(*text, candidates);
+    if (!detected.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          r.batch ? absl::StrCat("q ", i, ": ") : std::string(), detected.status().message()));
+    }
+    out.push_back(*std::move(detected));
   }
-  // "auto": the language of all the texts together (CLD2), whose model translates them all.
-  std::optional<DetectedLanguage> detected;
-  if (r.source == "auto") {
-    auto detections = Detect(service.registry(), r.q);
-    if (!detections.ok()) return detections.status();
-    detected = detections->front();
+  return out;
+}
+
+// LibreTranslate's wording for a pair the server cannot translate (400).
+absl::Status CheckPair(const TranslatorService& service, const std::string& source,
+                       const std::string& target) {
+  const auto models = service.registry().models();
+  const auto route = RouteLanguages(models, source, target, service.pivot_language());
+  if (route.ok()) return absl::OkStatus();
+  if (SourceLanguagesOf(models).count(Iso639_1(source)) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(source), " is not supported"));
   }
-  const std::string& source = detected ? detected->language : r.source;
-  auto model = ModelForPair(service.registry(), source, r.target);
-  if (!model.ok()) return model.status();
+  if (TargetLanguagesOf(models).count(Iso639_1(target)) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(target), " is not supported"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(target),
+                                                 " is not available as a target language from ",
+                                                 QuoteForMessage(source)));
+}
+
+// q items `items`, all in `source`, translated in one request: each item's hypotheses.
+absl::StatusOr<std::vector<std::vector<std::string>>> TranslateItems(
+    const TranslatorService& service, const LibreRequest& r, const std::vector<size_t>& items,
+    const std::string& source, const std::string& format, absl::Duration timeout,
+    RpcRecord* record) {
+  GLOSSA_RETURN_IF_ERROR(CheckPair(service, source, r.target));
   v1::TranslateRequest request;
-  request.set_model((*model)->name);
-  // format=html: the text nodes of every q are the texts; first[i] is q[i]'s first.
+  // format=html: the text nodes of every q are the texts; first[k] is item k's first.
   std::vector<HtmlText> pages;
   std::vector<int> first;
-  for (size_t i = 0; i < r.q.size(); ++i) {
+  for (size_t i : items) {
     if (format == "text") {
       request.add_texts(r.q[i]);
       continue;
@@ -168,52 +206,70 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
   if (r.alternatives > 0) {
     const int n = r.alternatives + 1;
     request.mutable_options()->set_num_hypotheses(n);
-    request.mutable_options()->set_beam_size(
-        std::max(n, (*model)->engine->options().default_beam_size));
+    request.mutable_options()->set_beam_size(std::max(n, DefaultBeam(service.registry())));
   }
   auto response = TranslateAndWait(service, request, timeout, record);
   if (!response.ok()) return response.status();
-  json texts = json::array(), alternatives = json::array();
+  std::vector<std::vector<std::string>> out;
+  for (size_t k = 0; k < items.size(); ++k) {
+    out.push_back(format == "text"
+                      ? Texts(response->translations(static_cast<int>(k)))
+                      : HtmlTexts(r.q[items[k]], pages[k], *response, first[k]));
+  }
+  return out;
+}
+
+// The translation, in LibreTranslate's shape. "auto": each q item's language is detected (CLD2,
+// among the languages the server translates into the target from) and reported per item; items
+// of one language are translated in one request.
+absl::StatusOr<std::string> Translate(const TranslatorService& service, const LibreRequest& r,
+                                      const std::string& api_key, absl::Duration timeout,
+                                      RpcRecord* record) {
+  if (!service.CheckToken(api_key).ok()) {
+    return absl::UnauthenticatedError("Invalid API key");
+  }
+  if (r.q.empty()) return Invalid("missing q parameter");
+  if (r.source.empty()) return Invalid("missing source parameter");
+  if (r.target.empty()) return Invalid("missing target parameter");
+  const std::string format = r.format.empty() ? "text" : r.format;
+  if (format != "text" && format != "html") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(QuoteForMessage(format), " format is not supported: use text or html"));
+  }
+  std::vector<DetectedLanguage> detected;
+  if (r.source == "auto") {
+    GLOSSA_ASSIGN_OR_RETURN(detected, DetectItems(service, r, format));
+  }
+  // The items of each source language, in order of first appearance.
+  std::vector<std::pair<std::string, std::vector<size_t>>> groups;
   for (size_t i = 0; i < r.q.size(); ++i) {
-    std::vector<std::string> hypotheses = format == "text"
-                                              ? Texts(response->translations(static_cast<int>(i)))
-                                              : HtmlTexts(r.q[i], pages[i], *response, first[i]);
-    texts.push_back(hypotheses.front());
+    const std::string& source = detected.empty() ? r.source : detected[i].language;
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == source; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {source, {}});
+    it->second.push_back(i);
+  }
+  std::vector<std::vector<std::string>> hypotheses(r.q.size());
+  for (const auto& [source, items] : groups) {
+    GLOSSA_ASSIGN_OR_RETURN(auto translated,
+                            TranslateItems(service, r, items, source, format, timeout, record));
+    for (size_t k = 0; k < items.size(); ++k) hypotheses[items[k]] = std::move(translated[k]);
+  }
+  json texts = json::array(), alternatives = json::array(), languages = json::array();
+  for (size_t i = 0; i < r.q.size(); ++i) {
+    texts.push_back(hypotheses[i].front());
     alternatives.push_back(
-        json(std::vector<std::string>(hypotheses.begin() + 1, hypotheses.end())));
+        json(std::vector<std::string>(hypotheses[i].begin() + 1, hypotheses[i].end())));
+    if (!detected.empty()) languages.push_back(ToJson(detected[i]));
   }
   json out;
   out["translatedText"] = r.batch ? texts : texts[0];
   if (r.alternatives > 0) out["alternatives"] = r.batch ? alternatives : alternatives[0];
-  if (detected) {
-    out["detectedLanguage"] =
-        r.batch ? json(std::vector<json>(r.q.size(), ToJson(*detected))) : ToJson(*detected);
-  }
+  if (!detected.empty()) out["detectedLanguage"] = r.batch ? languages : languages[0];
   return Dump(out);
 }
 
 }  // namespace
-
-absl::StatusOr<std::shared_ptr<const LoadedModel>> ModelForPair(const ModelRegistry& registry,
-                                                                absl::string_view source,
-                                                                absl::string_view target) {
-  bool known_source = false, known_target = false;
-  for (const auto& [name, entry] : registry.models()) {
-    const ModelInfo& info = entry->model->info();
-    if (info.source_language == source && info.target_language == target) return entry;
-    known_source |= info.source_language == source;
-    known_target |= info.target_language == target;
-  }
-  if (!known_source) {
-    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(source), " is not supported"));
-  }
-  if (!known_target) {
-    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(target), " is not supported"));
-  }
-  return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(target),
-                                                 " is not available as a target language from ",
-                                                 QuoteForMessage(source)));
-}
 
 HttpResponse LibreTranslate(const TranslatorService& service, const HttpRequest& http,
                             absl::Duration timeout) {
@@ -232,12 +288,20 @@ HttpResponse LibreTranslate(const TranslatorService& service, const HttpRequest&
 
 HttpResponse LibreLanguages(const TranslatorService& service) {
   RpcRecord record(service.metrics(), Method::kHttpLanguages);
-  std::map<std::string, std::set<std::string>> targets;  // every language, sources and targets
-  for (const auto& [name, entry] : service.registry().models()) {
-    const ModelInfo& info = entry->model->info();
-    if (info.source_language.empty() || info.target_language.empty()) continue;
-    targets[info.source_language].insert(info.target_language);
-    targets[info.target_language];
+  // Every language, sources and targets; a source's targets are those it is routed into,
+  // directly or through the pivot language.
+  std::map<std::string, std::set<std::string>> targets;
+  const auto models = service.registry().models();
+  const std::set<std::string> into = TargetLanguagesOf(models);
+  for (const std::string& target : into) targets[target];
+  for (const std::string& source : SourceLanguagesOf(models)) {
+    std::set<std::string>& to = targets[source];
+    for (const std::string& target : into) {
+      if (target != source &&
+          RouteLanguages(models, source, target, service.pivot_language()).ok()) {
+        to.insert(target);
+      }
+    }
   }
   json out = json::array();
   for (const auto& [code, to] : targets) {

@@ -44,12 +44,6 @@ struct LibreRequest {
 // INVALID_ARGUMENT with LibreTranslate's wording ("Invalid request: missing q parameter").
 absl::StatusOr<LibreRequest> ParseLibreRequest(const HttpRequest& request);
 
-// The model that translates source -> target. Today each model has one pair (ModelInfo's
-// source_language and target_language); the one place to change for per-model language lists.
-absl::StatusOr<std::shared_ptr<const LoadedModel>> ModelForPair(const ModelRegistry& registry,
-                                                                absl::string_view source,
-                                                                absl::string_view target);
-
 // application/x-www-form-urlencoded fields ("a=1&b=x+y%21"), decoded; repeated names keep the
 // first value.
 std::vector<std::pair<std::string, std::string>> ParseFormFields(absl::string_view body);

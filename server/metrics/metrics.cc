@@ -226,6 +226,7 @@ void RpcRecord::Finish(const grpc::Status& status) {
     s.output_tokens.Observe(static_cast<double>(result_.output_tokens));
     s.untranslated.fetch_add(result_.untranslated, std::memory_order_relaxed);
     s.truncated.fetch_add(result_.truncated, std::memory_order_relaxed);
+    if (pivoted_) s.pivoted.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -333,6 +334,10 @@ void MetricsCollector::CollectRequests(std::vector<MetricFamily>* out) const {
                           "(max_output_tokens, or the server's or model's limit): cut short, or "
                           "ended by a forced end of sentence.",
                           MetricType::Counter);
+  auto pivoted = Family("glossa_pivot_requests_total",
+                        "Successful translation requests that went through the pivot language "
+                        "(--pivot_language), by the model of their first hop.",
+                        MetricType::Counter);
   const std::vector<std::string> models = requests_->model_labels();
   for (int model = 0; model < static_cast<int>(models.size()); ++model) {
     for (int m = 0; m < kNumMethods; ++m) {
@@ -361,17 +366,19 @@ void MetricsCollector::CollectRequests(std::vector<MetricFamily>* out) const {
       }
     }
     if (model > 0) {
-      uint64_t copied = 0, cut = 0;
+      uint64_t copied = 0, cut = 0, through = 0;
       for (int m = 0; m < kNumMethods; ++m) {
         const RequestMetrics::Series& s = requests_->series(model, static_cast<Method>(m));
         copied += s.untranslated.load(std::memory_order_relaxed);
         cut += s.truncated.load(std::memory_order_relaxed);
+        through += s.pivoted.load(std::memory_order_relaxed);
       }
       AddValue(&untranslated, {{"model", models[model]}}, static_cast<double>(copied));
       AddValue(&truncated, {{"model", models[model]}}, static_cast<double>(cut));
+      AddValue(&pivoted, {{"model", models[model]}}, static_cast<double>(through));
     }
   }
-  for (auto* f : {&requests, &duration, &input, &output, &untranslated, &truncated}) {
+  for (auto* f : {&requests, &duration, &input, &output, &untranslated, &truncated, &pivoted}) {
     out->push_back(std::move(*f));
   }
 }

@@ -78,6 +78,7 @@ class RequestMetrics {
     AtomicHistogram output_tokens;  // successful translations: best hypotheses, EOS excluded
     std::atomic<uint64_t> untranslated{0};  // texts whose translation equals the text
     std::atomic<uint64_t> truncated{0};     // texts whose best hypothesis hit the length limit
+    std::atomic<uint64_t> pivoted{0};  // successful translations through a pivot language
   };
 
   // model_names: the loaded models; label 0 is "" (see the file comment).
@@ -122,6 +123,8 @@ class RpcRecord {
     int64_t truncated = 0;      // texts whose best hypothesis reached max_output_tokens
   };
   void SetResult(const Result& result);
+  // The translation went through a pivot language (its model is the first hop's).
+  void SetPivoted() { pivoted_ = true; }
   void Finish(const grpc::Status& status);
 
  private:
@@ -130,6 +133,7 @@ class RpcRecord {
   std::chrono::steady_clock::time_point start_;
   int model_label_ = 0;
   bool has_result_ = false;
+  bool pivoted_ = false;
   Result result_;
   std::atomic<bool> finished_{false};
 };

@@ -26,7 +26,8 @@ const char kModelConfigFlagHelp[] =
     "serving (logged, glossa_model_load_failures_total). Text, one model a line: 'NAME=PATH "
     "[compute_type=..] [float32_output_layer=true|false] [argmax_screen=true|false] [workers=N] "
     "[threads=N] "
-    "[max_active_sequences=N] [kv_cache_mb=N]' ('#' comments), or JSON: {\"models\": {\"NAME\": "
+    "[max_active_sequences=N] [kv_cache_mb=N] [priority=N]' ('#' comments; priority: which model "
+    "a request that names none is routed to when several cover its languages, higher first), or JSON: {\"models\": {\"NAME\": "
     "\"PATH\" or {\"path\": \"PATH\", options}}}. Options default to their flags; relative paths "
     "are relative to the file. Not with --model";
 
@@ -86,11 +87,15 @@ absl::Status SetOption(absl::string_view key, absl::string_view value, ModelSpec
     auto n = ParseInt(key, value, 1, int64_t{1} << 30);
     if (!n.ok()) return n.status();
     spec->engine_options.kv_cache_bytes = *n << 20;
+  } else if (key == "priority") {
+    auto n = ParseInt(key, value, -1000000, 1000000);
+    if (!n.ok()) return n.status();
+    spec->priority = static_cast<int>(*n);
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown option ", QuoteForMessage(key),
         ": the options are compute_type, float32_output_layer, argmax_screen, workers, threads, "
-        "max_active_sequences, kv_cache_mb"));
+        "max_active_sequences, kv_cache_mb, priority"));
   }
   return absl::OkStatus();
 }
@@ -240,7 +245,8 @@ bool SameLoad(const ModelSpec& a, const ModelSpec& b) {
          a.model_options.argmax_screen == b.model_options.argmax_screen && x.workers == y.workers &&
          x.threads_per_worker == y.threads_per_worker &&
          x.max_active_sequences == y.max_active_sequences &&
-         x.max_active_rows == y.max_active_rows && x.kv_cache_bytes == y.kv_cache_bytes;
+         x.max_active_rows == y.max_active_rows && x.kv_cache_bytes == y.kv_cache_bytes &&
+         a.priority == b.priority;
 }
 
 absl::StatusOr<ModelSpec> ParseModelFlag(absl::string_view text, const ModelDefaults& defaults) {

@@ -13,7 +13,8 @@
 //
 // (or "models": [{"name": ..., "path": ..., options}, ...]). The options, each defaulting to its
 // command-line flag: compute_type, float32_output_layer, workers, threads, max_active_sequences,
-// kv_cache_mb. A relative PATH is relative to the config file's directory.
+// kv_cache_mb; and priority (default 0), which orders the models that cover a request's languages
+// when it names no model (higher first). A relative PATH is relative to the config file's directory.
 #ifndef GLOSSA_SERVER_MODELS_MODEL_CONFIG_H_
 #define GLOSSA_SERVER_MODELS_MODEL_CONFIG_H_
 
@@ -33,6 +34,7 @@ struct ModelSpec {
   std::string path;
   ModelOptions model_options;
   EngineOptions engine_options;
+  int priority = 0;  // routing order among models that cover the same pair, higher first
 };
 
 // The command-line values that config entries start from.
@@ -42,7 +44,8 @@ struct ModelDefaults {
 };
 
 // True when two specs load the same thing the same way (the name aside): same path, same
-// model options, same per-model engine options.
+// model options, same per-model engine options, same priority (a model whose priority changes is
+// reloaded like any changed entry: the registry's models are immutable once loaded).
 bool SameLoad(const ModelSpec& a, const ModelSpec& b);
 
 // "NAME=PATH" (or a bare PATH, named after the file without ".glossa"), as --model takes it.

@@ -3,9 +3,11 @@
 #ifndef GLOSSA_SERVER_TEXT_LANGUAGE_DETECTOR_H_
 #define GLOSSA_SERVER_TEXT_LANGUAGE_DETECTOR_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace glossa::server {
@@ -18,6 +20,15 @@ struct DetectedLanguage {
 // The languages of `text` (valid UTF-8), most likely first, at most three; empty when CLD2
 // cannot tell (too short, digits, an unknown language).
 std::vector<DetectedLanguage> DetectLanguages(absl::string_view text);
+
+// The language of `text` (valid UTF-8) among `candidates` (ISO 639-1 codes, as DetectLanguages
+// names them): CLD2's most likely candidate; when none of its three guesses is one, the candidate
+// CLD2 picks when told to expect it (its language hint), the most confident if several.
+// INVALID_ARGUMENT naming the candidates when the text has fewer than kMinDetectLetters letters
+// or CLD2 finds none of them.
+constexpr int kMinDetectLetters = 5;
+absl::StatusOr<DetectedLanguage> DetectAmong(absl::string_view text,
+                                             const std::set<std::string>& candidates);
 
 }  // namespace glossa::server
 

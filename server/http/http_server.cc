@@ -1,7 +1,13 @@
 #include "server/http/http_server.h"
 
 #include <civetweb.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -44,7 +50,54 @@ bool HasBody(absl::string_view method) {
   return method == "POST" || method == "PUT" || method == "PATCH";
 }
 
+// The local port of a TCP socket, -1 if `fd` is none.
+int LocalPort(int fd) {
+  sockaddr_storage local = {};
+  socklen_t size = sizeof(local);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) != 0) return -1;
+  if (local.ss_family == AF_INET) {
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
+  }
+  if (local.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
+  }
+  return -1;
+}
+
+// Shuts down the sockets on local `port` that are listening (`listening`) or connected (not
+// `listening`), with `how`. Each is checked and shut through a dup of its descriptor: should the
+// descriptor be closed and its number reused meanwhile, the dup still holds the socket checked.
+int ShutdownSockets(int port, bool listening, int how) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  int count = 0;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const int fd = fcntl(std::atoi(entry->d_name), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) continue;
+    int accepting = 0;
+    socklen_t size = sizeof(accepting);
+    sockaddr_storage peer = {};
+    socklen_t peer_size = sizeof(peer);
+    const bool match =
+        LocalPort(fd) == port &&
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &size) == 0 &&
+        (accepting != 0) == listening &&
+        (listening || getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) == 0);
+    if (match && shutdown(fd, how) == 0) ++count;
+    close(fd);
+  }
+  closedir(dir);
+  return count;
+}
+
 }  // namespace
+
+int WakeForStop(int port) {
+  // Listeners first: no connection is accepted after them, so the second pass sees every one.
+  const int listeners = ShutdownSockets(port, /*listening=*/true, SHUT_RDWR);
+  return listeners + ShutdownSockets(port, /*listening=*/false, SHUT_RD);
+}
 
 const char* HttpReason(int status) {
   switch (status) {
@@ -120,7 +173,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
 }
 
 HttpServer::~HttpServer() {
-  if (context_ != nullptr) mg_stop(context_);
+  if (context_ == nullptr) return;
+  WakeForStop(port_);
+  mg_stop(context_);
 }
 
 HttpServer::BodyRead HttpServer::ReadBody(mg_connection* connection, const mg_request_info* info,

@@ -56,7 +56,8 @@ class HttpServer {
   // Waits until no request is in progress, or until the deadline. For a graceful stop: civetweb
   // can no longer write once it stops, so the answers in progress must be out before that.
   void Drain(absl::Time deadline);
-  // Stops listening and waits for the requests in progress (whose answers are then lost).
+  // Stops listening and waits for the requests in progress (whose answers are then lost). Idle,
+  // it returns within milliseconds (see WakeForStop).
   ~HttpServer();
   int port() const { return port_; }
 
@@ -75,6 +76,17 @@ class HttpServer {
   mg_context* context_ = nullptr;
   int port_ = 0;
 };
+
+// Wakes a civetweb server's threads for mg_stop: shuts down (shutdown(2), never close) this
+// process's TCP sockets on local port `port`, the listening ones entirely, the accepted
+// connections' read side. civetweb's threads wait in poll() for up to 2 s at a time (its
+// SOCKET_TIMEOUT_QUANTUM): the master thread for new connections, a worker for the head of a
+// request on a connection that is open but silent; each sees mg_stop's request only when its
+// poll returns, so mg_stop alone takes up to 2 s. A socket that is shut down wakes its poll at
+// once (Linux). Call it right before mg_stop, once the answers in progress are out: a request
+// still being read then ends, and its answer would be lost in mg_stop anyway; until mg_stop the
+// master thread retries at once (its accept fails). Returns how many sockets it shut down.
+int WakeForStop(int port);
 
 // The reason phrase of the status codes this server answers with ("OK", "Bad Request", ...).
 const char* HttpReason(int status);

@@ -31,6 +31,36 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
   return json;
 }
 
+// LibreTranslate's GET /health.
+HttpResponse Health() { return JsonOk(R"({"status":"ok"})"); }
+
+// LibreTranslate's GET /frontend/settings: what its web page and clients read before they
+// translate. Glossa has no character limit (-1, as LibreTranslate says it; its limit is in
+// tokens), one token rather than a key database, no suggestions and no file API. The default
+// pair is the first model's (by name) with both languages; languages are named by their codes.
+HttpResponse FrontendSettings(const TranslatorService& service) {
+  const bool key_required = !service.CheckToken("").ok();
+  nlohmann::json source = {{"code", "auto"}, {"name", "Auto Detect"}};
+  nlohmann::json target = {{"code", "en"}, {"name", "en"}};
+  for (const auto& [name, entry] : service.registry().models()) {
+    const ModelInfo& info = entry->model->info();
+    if (info.source_language.empty() || info.target_language.empty()) continue;
+    source = {{"code", info.source_language}, {"name", info.source_language}};
+    target = {{"code", info.target_language}, {"name", info.target_language}};
+    break;
+  }
+  const nlohmann::json settings = {
+      {"charLimit", -1},
+      {"frontendTimeout", 500},
+      {"apiKeys", key_required},
+      {"keyRequired", key_required},
+      {"suggestions", false},
+      {"filesTranslation", false},
+      {"supportedFilesFormat", nlohmann::json::array()},
+      {"language", {{"source", source}, {"target", target}}}};
+  return JsonOk(settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 }  // namespace
 
 int HttpStatusFor(const absl::Status& status) {
@@ -109,6 +139,12 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
     if (get) return LibreLanguages(*service_);
   } else if (path == "/detect") {
     if (post) return LibreDetect(*service_, request);
+  } else if (path == "/health") {
+    if (get) return Health();
+  } else if (path == "/frontend/settings") {
+    if (get) return FrontendSettings(*service_);
+  } else if (path == "/suggest") {
+    if (post) return JsonError(403, "Suggestions are disabled on this server.");
   } else if (path == "/v1/translate") {
     if (post) return V1Translate(request);
   } else if (path == "/v1/models") {
@@ -118,7 +154,8 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
   } else {
     return JsonError(404,
                      "no such path: this server has POST /translate, GET /languages, "
-                     "POST /detect (LibreTranslate), POST /v1/translate, GET /v1/models, "
+                     "POST /detect, GET /health, GET /frontend/settings, POST /suggest "
+                     "(LibreTranslate), POST /v1/translate, GET /v1/models, "
                      "/v1/glossaries (POST, GET; GET, DELETE /v1/glossaries/<id>) "
                      "and the page at /");
   }

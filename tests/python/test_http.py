@@ -302,6 +302,36 @@ class LibreTranslateTest(HttpTestCase):
                        "translate"):
             self.assertIn(needed, page)
 
+    def test_health(self):
+        status, _, data = self.request("GET", "/health")
+        self.assertEqual((status, json.loads(data)), (200, {"status": "ok"}))
+        status, _, data = self.request("POST", "/health")
+        self.assertError(status, json.loads(data), 405, "POST")
+
+    def test_frontend_settings(self):
+        status, headers, data = self.request("GET", "/frontend/settings")
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["Content-Type"], "application/json")
+        self.assertEqual(json.loads(data), {
+            "charLimit": -1,
+            "frontendTimeout": 500,
+            "apiKeys": False,
+            "keyRequired": False,
+            "suggestions": False,
+            "filesTranslation": False,
+            "supportedFilesFormat": [],
+            "language": {"source": {"code": "es", "name": "es"},
+                         "target": {"code": "en", "name": "en"}},
+        })
+
+    def test_suggest_is_disabled(self):
+        for answer in (self.post_json("/suggest", {"q": "Hola", "s": "Hello", "source": "es",
+                                                   "target": "en"}),
+                       self.post_form("/suggest", {"q": "Hola", "s": "Hello"})):
+            self.assertEqual(answer, (403, {"error": "Suggestions are disabled on this server."}))
+        status, _, data = self.request("GET", "/suggest")
+        self.assertError(status, json.loads(data), 405, "GET")
+
 
 class V1Test(HttpTestCase):
     """Glossa's own routes: protobuf's JSON mapping of the gRPC messages."""
@@ -478,6 +508,14 @@ class AuthTest(HttpTestCase):
     def test_languages_and_page_stay_open(self):
         self.assertEqual(self.request("GET", "/languages")[0], 200)
         self.assertEqual(self.request("GET", "/")[0], 200)
+
+    def test_frontend_settings_say_a_key_is_required(self):
+        self.assertEqual(self.request("GET", "/health")[0], 200)
+        status, _, data = self.request("GET", "/frontend/settings")
+        self.assertEqual(status, 200)
+        settings = json.loads(data)
+        self.assertTrue(settings["keyRequired"], settings)
+        self.assertTrue(settings["apiKeys"], settings)
 
 
 class DrainTest(HttpTestCase):

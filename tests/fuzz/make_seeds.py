@@ -212,6 +212,10 @@ def request_seeds(directory):
         "languages": request(None, ["Hola"], None, "spa", "en"),
         "wrong-language": request(None, ["Hola"], None, "es", "fr"),
         "language-not-utf8": request(None, ["Hola"], None, b"\xff\xfe", "e\u0301n"),
+        "auto": request(None, ["Y dijo Dios: Sea la luz; y fue la luz.", "", "abc",
+                               "And God said, Let there be light."], None, "auto", "en"),
+        "auto-invalid-utf8": request(None, [b"caf\xe9 con leche y pan"], None, "auto", "en"),
+        "routed-pair": request(None, ["Buenos días"], None, "es", "en"),
         "empty": b"",
     }
     for name, data in seeds.items():

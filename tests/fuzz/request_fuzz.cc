@@ -1,6 +1,7 @@
 // Fuzzes request validation as TranslatorService::Prepare runs it, without gRPC: the input is a
 // request's wire bytes, parsed by ParseTranslateRequest (through internal::RawTranslateRequest),
-// then PrepareRequest against the demo model (model lookup, text count and size limits, options,
+// routed (RouteRequest: routing by language, the pivot, "auto" detection), then each part through
+// PrepareRequest against the demo model (model lookup, text count and size limits, options,
 // Engine::Resolve, UTF-8 check, tokenization and the token limit), for Translate and for
 // TranslateStream, against a registry with one model and one with two. Checks that an accepted
 // request is within every limit the engine relies on, and that a refusal is INVALID_ARGUMENT or
@@ -15,6 +16,7 @@
 #include "fuzz_util.h"
 #include "server/models/model_registry.h"
 #include "server/request/request.h"
+#include "server/request/routing.h"
 #include "text/sentences.h"
 #include "text/tokenizer.h"
 
@@ -136,13 +138,47 @@ void CheckPrepared(const glossa::server::PreparedRequest& p,
   }
 }
 
+
+void CheckRefusal(const absl::Status& status) {
+  FUZZ_CHECK(status.code() == absl::StatusCode::kInvalidArgument ||
+                 status.code() == absl::StatusCode::kNotFound,
+             "a refusal that is neither INVALID_ARGUMENT nor NOT_FOUND");
+  FUZZ_CHECK(!status.message().empty(), "a refusal without a message");
+}
+
+// The parts of a routed request hold each of its texts once, in order within a part.
+void CheckParts(const glossa::server::RoutedRequest& routed,
+                const glossa::v1::TranslateRequest& request) {
+  std::vector<int> seen(request.texts_size(), 0);
+  FUZZ_CHECK(!routed.parts.empty(), "a routed request without parts");
+  for (const auto& part : routed.parts) {
+    FUZZ_CHECK(part.request.texts_size() == static_cast<int>(part.texts.size()),
+               "a part whose texts and indices differ in number");
+    for (size_t k = 0; k < part.texts.size(); ++k) {
+      const int i = part.texts[k];
+      FUZZ_CHECK(i >= 0 && i < request.texts_size(), "a part with a text index out of range");
+      FUZZ_CHECK(part.request.texts(static_cast<int>(k)) == request.texts(i),
+                 "a part's text is not the request's");
+      ++seen[i];
+    }
+  }
+  for (int n : seen) FUZZ_CHECK(n == 1, "a text in no part, or in two");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  glossa::v1::TranslateRequest request;
-  if (!glossa::server::ParseTranslateRequest(data, size, &request)) return 0;
+  glossa::v1::TranslateRequest given;
+  if (!glossa::server::ParseTranslateRequest(data, size, &given)) return 0;
   const glossa::server::RequestLimits limits;  // the server's defaults
   for (bool two_models : {false, true}) {
+    auto routed = glossa::server::RouteRequest(given, Registry(two_models), "en");
+    if (!routed.ok()) {
+      CheckRefusal(routed.status());
+      continue;
+    }
+    CheckParts(*routed, given);
+    const glossa::v1::TranslateRequest& request = routed->parts.front().request;
     for (bool stream : {false, true}) {
       auto prepared = glossa::server::PrepareRequest(request, Registry(two_models), limits, stream);
       static const bool verbose = std::getenv("GLOSSA_FUZZ_VERBOSE") != nullptr;
@@ -154,10 +190,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (prepared.ok()) {
         CheckPrepared(*prepared, request, limits, stream);
       } else {
-        FUZZ_CHECK(prepared.status().code() == absl::StatusCode::kInvalidArgument ||
-                       prepared.status().code() == absl::StatusCode::kNotFound,
-                   "a refusal that is neither INVALID_ARGUMENT nor NOT_FOUND");
-        FUZZ_CHECK(!prepared.status().message().empty(), "a refusal without a message");
+        CheckRefusal(prepared.status());
       }
     }
   }

@@ -1,0 +1,1 @@
+café con leche y pan"auto*en

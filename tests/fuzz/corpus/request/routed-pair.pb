@@ -1,0 +1,1 @@
+Buenos días"es*en

@@ -40,6 +40,17 @@ case "${1:-}" in
   test)
     shift
     bash deploy/setup.sh
+    # The npm client libraries of python_npm_clients (pinned by tests/clients/package-lock.json);
+    # without npm or the registry the test skips and says why.
+    if command -v npm >/dev/null; then
+      timeout 300 npm ci --prefix tests/clients --no-audit --no-fund --ignore-scripts \
+        --fetch-retries 1 --loglevel=error >/dev/null || {
+        echo "test: npm ci --prefix tests/clients failed (exit $?): python_npm_clients skips" >&2
+        rm -rf tests/clients/node_modules  # no half install: the test checks the top level only
+      }
+    else
+      echo "test: no npm to install tests/clients: python_npm_clients skips" >&2
+    fi
     configure_and_build "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DGLOSSA_BUILD_TESTS=ON
     status=0
     # Minutes-long load tests and the released-size random models (gigabytes): only when asked

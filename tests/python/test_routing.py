@@ -4,19 +4,16 @@
 Run from the repository root (ctest does this as the test `python_routing`):
     GLOSSA_SERVER=build/glossa-server /usr/bin/python3 -m unittest -v tests/python/test_routing.py
 
-One server holds the demo model (Spanish -> English) under two names, one with priority=5, and
-copies of its weights relabelled as other pairs (en-fr, en-de, fr-en): they translate nonsense,
-but deterministically, which is all routing needs. A request that names no model must get
-exactly what the model it is routed to gives when named; a pivoted one exactly what the two hops
-give called one after the other.
+One server (multi_model.py) holds the demo model (Spanish -> English) under two names, one with
+priority=5, and copies of its weights relabelled as other pairs (en-fr, en-de, fr-en). A request
+that names no model must get exactly what the model it is routed to gives when named; a pivoted
+one exactly what the two hops give called one after the other.
 """
 
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import unittest
 import urllib.error
 import urllib.request
@@ -27,56 +24,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_server as ts  # noqa: E402
 from test_server import setUpModule, tearDownModule  # noqa: E402,F401
 
-sys.path.insert(0, os.path.join(ts.REPO, "model_tools"))
-import glossa_model  # noqa: E402
+import multi_model  # noqa: E402
 
 ENGLISH = "And the king said unto his servants, go and bring me the book of the law."
 FRENCH = "Et le roi dit à ses serviteurs : allez et apportez-moi le livre de la loi."
-
-
-def relabel(source_path, out_path, source_language, target_language):
-    """A copy of a bilingual model file that declares another language pair."""
-    header, arrays = glossa_model.read_model(source_path)
-    first_at = {}  # offset -> the first tensor stored there; later ones are aliases
-    tensors, aliases = {}, {}
-    for entry in header["tensors"]:
-        name, offset = entry["name"], entry["offset"]
-        if offset in first_at:
-            aliases[name] = first_at[offset]
-        else:
-            first_at[offset] = name
-            value = arrays[name]
-            tensors[name] = value.tobytes() if entry["dtype"] == "bytes" else value
-    header = dict(header, source_language=source_language, target_language=target_language)
-    glossa_model.write_model(out_path, header, tensors, aliases)
 
 
 class RoutingTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="glossa-routing-")
-        cls.addClassCleanup(shutil.rmtree, cls.dir, ignore_errors=True)
-        for pair in ("en-fr", "en-de", "fr-en"):
-            source, target = pair.split("-")
-            relabel(ts.MODEL, os.path.join(cls.dir, pair + ".glossa"), source, target)
-        config = os.path.join(cls.dir, "models.conf")
-        with open(config, "w", encoding="utf-8") as f:
-            model = os.path.abspath(ts.MODEL)
-            f.write(f"a-es-en={model}\n"
-                    f"b-es-en={model} priority=5\n"
-                    "en-fr=en-fr.glossa\nen-de=en-de.glossa\nfr-en=fr-en.glossa\n")
-        cls.server = ts.ServerProcess("--http_listen", "127.0.0.1:0",
-                                      "--metrics_listen", "127.0.0.1:0",
-                                      "--cache_bytes", "0", "--workers", "1",
-                                      models=("--model_config", config))
-        cls.addClassCleanup(cls.server.stop)
+        multi_model.start_server(cls)
         cls.translator = ts.pb_grpc.TranslatorStub(cls.server.channel)
-        def port(prefix):
-            return next(int(re.search(r":(\d+)/", line).group(1))
-                        for line in cls.server.stdout_lines if line.startswith(prefix))
-        cls.http_port = port("glossa-server: HTTP on http://")
-        cls.metrics_port = port("glossa-server: metrics on http://")
 
     def translate(self, texts, source="", target="", model="", split=False, **options):
         request = ts.pb.TranslateRequest(model=model, texts=texts, source_language=source,

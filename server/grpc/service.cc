@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "engine/document.h"
 #include "server/common/status_util.h"
+#include "server/models/router.h"
 #include "text/languages.h"
 #include "util/status_macros.h"
 
@@ -422,6 +423,20 @@ absl::StatusOr<v1::ListModelsResponse> TranslatorService::ListModels(
   return Models();
 }
 
+void TranslatorService::AddPivotPairs(v1::ListModelsResponse* response) const {
+  const auto models = registry_->models();
+  for (const auto& [source, targets] : PairsOf(models, pivot_language_).pivoted) {
+    for (const std::string& target : targets) {
+      auto route = RouteLanguages(models, source, target, pivot_language_);
+      if (!route.ok()) continue;  // a code the models name differently (an ambiguous ISO code)
+      v1::PivotPair* pair = response->add_pivot_pairs();
+      pair->set_source_language(source);
+      pair->set_target_language(target);
+      pair->set_models(route->Name());
+    }
+  }
+}
+
 v1::ListModelsResponse TranslatorService::Models() const {
   v1::ListModelsResponse response;
   for (const auto& [name, entry] : registry_->models()) {
@@ -450,6 +465,7 @@ v1::ListModelsResponse TranslatorService::Models() const {
                                 : c.max_positions);
     m->set_max_output_tokens(entry->engine->options().max_output_tokens);
   }
+  AddPivotPairs(&response);
   return response;
 }
 

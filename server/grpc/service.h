@@ -102,6 +102,7 @@ class TranslatorService final : public TranslatorBase {
   const GlossaryStore* glossaries_ = nullptr;
   absl::StatusOr<v1::ListModelsResponse> ListModels(const grpc::CallbackServerContext& context,
                                                      const grpc::ByteBuffer& request) const;
+  void AddPivotPairs(v1::ListModelsResponse* response) const;
 
   std::atomic<bool> draining_{false};
   std::string token_;

@@ -290,19 +290,12 @@ HttpResponse LibreLanguages(const TranslatorService& service) {
   RpcRecord record(service.metrics(), Method::kHttpLanguages);
   // Every language, sources and targets; a source's targets are those it is routed into,
   // directly or through the pivot language.
-  std::map<std::string, std::set<std::string>> targets;
-  const auto models = service.registry().models();
-  const std::set<std::string> into = TargetLanguagesOf(models);
-  for (const std::string& target : into) targets[target];
-  for (const std::string& source : SourceLanguagesOf(models)) {
-    std::set<std::string>& to = targets[source];
-    for (const std::string& target : into) {
-      if (target != source &&
-          RouteLanguages(models, source, target, service.pivot_language()).ok()) {
-        to.insert(target);
-      }
-    }
+  const LanguagePairs pairs = PairsOf(service.registry().models(), service.pivot_language());
+  std::map<std::string, std::set<std::string>> targets = pairs.direct;
+  for (const auto& [source, to] : pairs.direct) {
+    for (const std::string& target : to) targets[target];
   }
+  for (const auto& [source, to] : pairs.pivoted) targets[source].insert(to.begin(), to.end());
   json out = json::array();
   for (const auto& [code, to] : targets) {
     out.push_back({{"code", code}, {"name", LanguageName(code)}, {"targets", to}});

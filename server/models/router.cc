@@ -114,4 +114,28 @@ std::set<std::string> TargetLanguagesOf(const ModelMap& models) {
   return out;
 }
 
+LanguagePairs PairsOf(const ModelMap& models, absl::string_view pivot) {
+  LanguagePairs out;
+  for (const auto& [name, model] : models) {
+    const ModelMap one = {{name, model}};
+    const std::set<std::string> targets = TargetLanguagesOf(one);
+    for (const std::string& source : SourceLanguagesOf(one)) {
+      std::set<std::string>& to = out.direct[source];
+      for (const std::string& target : targets) {
+        if (target != source) to.insert(target);
+      }
+    }
+  }
+  const std::string p = Iso639_1(pivot);
+  auto from_pivot = out.direct.find(p);
+  if (p.empty() || from_pivot == out.direct.end()) return out;
+  for (const auto& [source, targets] : out.direct) {
+    if (source == p || targets.count(p) == 0) continue;
+    for (const std::string& target : from_pivot->second) {
+      if (target != source && targets.count(target) == 0) out.pivoted[source].insert(target);
+    }
+  }
+  return out;
+}
+
 }  // namespace glossa::server

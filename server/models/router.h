@@ -10,6 +10,7 @@
 #ifndef GLOSSA_SERVER_MODELS_ROUTER_H_
 #define GLOSSA_SERVER_MODELS_ROUTER_H_
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -43,6 +44,14 @@ std::set<std::string> SourceLanguagesOf(
     const std::map<std::string, std::shared_ptr<LoadedModel>>& models);
 std::set<std::string> TargetLanguagesOf(
     const std::map<std::string, std::shared_ptr<LoadedModel>>& models);
+
+// Every pair the models translate (ISO 639-1 codes where there is one): each source's targets
+// covered by a model, and those reachable only through `pivot` (empty: none).
+struct LanguagePairs {
+  std::map<std::string, std::set<std::string>> direct, pivoted;
+};
+LanguagePairs PairsOf(const std::map<std::string, std::shared_ptr<LoadedModel>>& models,
+                      absl::string_view pivot);
 
 }  // namespace glossa::server
 

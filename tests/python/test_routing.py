@@ -171,6 +171,15 @@ class RoutingTest(unittest.TestCase):
         self.assertEqual(languages["fr"], ["de", "en"])
         self.assertEqual(languages["de"], [])
 
+    def test_list_models_names_the_pivot_pairs(self):
+        response = self.translator.ListModels(ts.pb.ListModelsRequest(), timeout=ts.RPC_TIMEOUT_S)
+        self.assertEqual(sorted(m.name for m in response.models),
+                         ["a-es-en", "b-es-en", "en-de", "en-fr", "fr-en"])
+        self.assertEqual(sorted((p.source_language, p.target_language, p.models)
+                                for p in response.pivot_pairs),
+                         [("es", "de", "b-es-en+en-de"), ("es", "fr", "b-es-en+en-fr"),
+                          ("fr", "de", "fr-en+en-de")])
+
     def test_v1_translate_routes(self):
         status, answer = self.post("/v1/translate", {"texts": [ts.SHORT],
                                                      "source_language": "es",

@@ -6,11 +6,14 @@ but deterministically, which is all routing needs. Used by test_routing.py and
 test_npm_clients.py, after test_server's setUpModule has generated the gRPC stubs.
 """
 
+import json
 import os
 import re
 import shutil
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_server as ts  # noqa: E402
@@ -64,3 +67,15 @@ def start_server(cls):
                     for line in cls.server.stdout_lines if line.startswith(prefix))
     cls.http_port = port("glossa-server: HTTP on http://")
     cls.metrics_port = port("glossa-server: metrics on http://")
+
+
+def post_json(port, path, body):
+    """POSTs body as JSON to the server's HTTP port: (status, the decoded JSON answer)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=ts.RPC_TIMEOUT_S) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())

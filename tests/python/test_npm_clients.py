@@ -22,8 +22,6 @@ import shutil
 import subprocess
 import sys
 import unittest
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_server as ts  # noqa: E402
@@ -79,13 +77,7 @@ class NpmClientsTest(unittest.TestCase):
         cls.base_url = f"http://127.0.0.1:{cls.http_port}"
 
     def post(self, path, body):
-        request = urllib.request.Request(self.base_url + path, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=ts.RPC_TIMEOUT_S) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
+        return multi_model.post_json(self.http_port, path, body)
 
     def direct(self, request):
         """The server's answer to a LibreTranslate /translate request, over urllib."""

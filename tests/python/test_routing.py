@@ -15,7 +15,6 @@ import os
 import re
 import sys
 import unittest
-import urllib.error
 import urllib.request
 
 import grpc
@@ -55,14 +54,7 @@ class RoutingTest(unittest.TestCase):
         return caught.exception.details()
 
     def post(self, path, body):
-        request = urllib.request.Request(f"http://127.0.0.1:{self.http_port}{path}",
-                                         data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=ts.RPC_TIMEOUT_S) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
+        return multi_model.post_json(self.http_port, path, body)
 
     def test_a_pair_goes_to_the_model_of_highest_priority(self):
         routed = self.translate([ts.SHORT], "es", "en")

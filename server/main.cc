@@ -127,6 +127,15 @@ ABSL_FLAG(std::string, glossary_dir, "",
           "Where stored glossaries (GlossaryService, /v1/glossaries) are kept, a file each, "
           "written atomically (a crash leaves whole files only); created if missing. Empty: in "
           "memory only, lost at exit");
+ABSL_FLAG(int, char_limit, -1,
+          "LibreTranslate's --char-limit: most characters in one text of /translate (a 400 past "
+          "it); -1: none (the token limit still applies)");
+ABSL_FLAG(int, batch_limit, -1,
+          "LibreTranslate's --batch-limit: most texts in one /translate q array; -1: none "
+          "(--max_texts_per_request still applies)");
+ABSL_FLAG(int, req_limit, -1,
+          "LibreTranslate's --req-limit: requests a minute per client (its API key, else its "
+          "address) on /translate and /detect, then 429 'Slowdown'; -1: none");
 ABSL_FLAG(std::string, pivot_language, "en",
           "A request that names no model and whose pair no model translates goes through this "
           "language: source -> pivot by one model, pivot -> target by another (the response's "
@@ -438,6 +447,8 @@ absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossarySt
   if (address.empty()) return front;
   front.api = std::make_unique<HttpApi>(service, absl::GetFlag(FLAGS_http_translate_timeout));
   front.api->SetGlossaries(glossaries);
+  front.api->SetLibreLimits(absl::GetFlag(FLAGS_char_limit), absl::GetFlag(FLAGS_batch_limit),
+                            absl::GetFlag(FLAGS_req_limit));
   HttpServerOptions options;
   options.address = address;
   options.threads = std::max(1, absl::GetFlag(FLAGS_http_threads));

@@ -237,6 +237,7 @@ void HttpServer::Serve(mg_connection* connection) {
   request.query = info->query_string != nullptr ? info->query_string : "";
   request.content_type = Header(connection, "Content-Type");
   request.authorization = Header(connection, "Authorization");
+  request.remote_address = info->remote_addr;
   if (HasBody(request.method)) {
     const int64_t limit = options_.max_body_bytes;
     const std::string too_large =

@@ -28,6 +28,7 @@ struct HttpRequest {
   std::string content_type;  // the header's value, as sent
   std::string authorization;
   std::string body;
+  std::string remote_address;  // the client's IP address, as the connection gives it
 };
 
 struct HttpResponse {

@@ -35,22 +35,22 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
 HttpResponse Health() { return JsonOk(R"({"status":"ok"})"); }
 
 // LibreTranslate's GET /frontend/settings: what its web page and clients read before they
-// translate. Glossa has no character limit (-1, as LibreTranslate says it; its limit is in
-// tokens), one token rather than a key database, no suggestions and no file API. The default
-// pair is the first model's (by name) with both languages; languages are named by their codes.
-HttpResponse FrontendSettings(const TranslatorService& service) {
+// translate. charLimit is --char_limit (-1, as LibreTranslate says none; the token limit still
+// applies); one token rather than a key database, no suggestions and no file API. The default
+// pair is the first model's (by name) with both languages, named as /languages names them.
+HttpResponse FrontendSettings(const TranslatorService& service, int char_limit) {
   const bool key_required = !service.CheckToken("").ok();
   nlohmann::json source = {{"code", "auto"}, {"name", "Auto Detect"}};
   nlohmann::json target = {{"code", "en"}, {"name", "en"}};
   for (const auto& [name, entry] : service.registry().models()) {
     const ModelInfo& info = entry->model->info();
     if (info.source_language.empty() || info.target_language.empty()) continue;
-    source = {{"code", info.source_language}, {"name", info.source_language}};
-    target = {{"code", info.target_language}, {"name", info.target_language}};
+    source = {{"code", info.source_language}, {"name", LanguageName(info.source_language)}};
+    target = {{"code", info.target_language}, {"name", LanguageName(info.target_language)}};
     break;
   }
   const nlohmann::json settings = {
-      {"charLimit", -1},
+      {"charLimit", char_limit},
       {"frontendTimeout", 500},
       {"apiKeys", key_required},
       {"keyRequired", key_required},
@@ -134,15 +134,15 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
   if (path == "/" || path == "/index.html") {
     if (get) return {200, "text/html; charset=utf-8", std::string(kWebPage)};
   } else if (path == "/translate") {
-    if (post) return LibreTranslate(*service_, request, timeout_);
+    if (post) return LibreTranslate(*service_, request, timeout_, libre_limits_);
   } else if (path == "/languages") {
     if (get) return LibreLanguages(*service_);
   } else if (path == "/detect") {
-    if (post) return LibreDetect(*service_, request);
+    if (post) return LibreDetect(*service_, request, libre_limits_);
   } else if (path == "/health") {
     if (get) return Health();
   } else if (path == "/frontend/settings") {
-    if (get) return FrontendSettings(*service_);
+    if (get) return FrontendSettings(*service_, libre_limits_.char_limit);
   } else if (path == "/suggest") {
     if (post) return JsonError(403, "Suggestions are disabled on this server.");
   } else if (path == "/v1/translate") {

@@ -8,10 +8,13 @@
 #ifndef GLOSSA_SERVER_HTTP_API_HTTP_API_H_
 #define GLOSSA_SERVER_HTTP_API_HTTP_API_H_
 
+#include <memory>
+
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "glossa/v1/translator.pb.h"
 #include "server/http/http_server.h"
+#include "server/http_api/libretranslate.h"
 #include "server/glossaries/glossary_store.h"
 #include "server/metrics/metrics.h"
 #include "server/grpc/service.h"
@@ -28,6 +31,14 @@ class HttpApi {
   // The stored glossaries of /v1/glossaries (null: those routes answer 404). Must outlive the
   // API.
   void SetGlossaries(GlossaryStore* store) { glossaries_ = store; }
+  // LibreTranslate's limits on its routes: characters per text and texts per request (-1: none),
+  // requests per client per minute (<= 0: none).
+  void SetLibreLimits(int char_limit, int batch_limit, int requests_per_minute) {
+    limiter_ = std::make_unique<RateLimiter>(requests_per_minute);
+    libre_limits_.char_limit = char_limit;
+    libre_limits_.batch_limit = batch_limit;
+    libre_limits_.requests = requests_per_minute > 0 ? limiter_.get() : nullptr;
+  }
 
  private:
   HttpResponse V1Translate(const HttpRequest& request) const;
@@ -38,6 +49,8 @@ class HttpApi {
   const TranslatorService* service_;
   absl::Duration timeout_;
   GlossaryStore* glossaries_ = nullptr;
+  std::unique_ptr<RateLimiter> limiter_;
+  LibreLimits libre_limits_;
 };
 
 // Translates `request` through the service as gRPC's Translate does and waits for the result

@@ -27,7 +27,8 @@ std::string Dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// English names of the commonest codes; others are named by their code.
+}  // namespace
+
 std::string LanguageName(const std::string& code) {
   static const std::map<std::string, std::string> kNames = {
       {"ar", "Arabic"},   {"bg", "Bulgarian"}, {"ca", "Catalan"},    {"cs", "Czech"},
@@ -42,6 +43,8 @@ std::string LanguageName(const std::string& code) {
   auto it = kNames.find(code);
   return it == kNames.end() ? code : it->second;
 }
+
+namespace {
 
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("Invalid request: ", what));
@@ -107,6 +110,40 @@ absl::StatusOr<std::vector<DetectedLanguage>> Detect(const ModelRegistry& regist
     out.push_back({fallback, 0.0});
   }
   return out;
+}
+
+// Code points of valid UTF-8 (Python's len(), as LibreTranslate counts).
+int64_t Characters(absl::string_view text) {
+  int64_t n = 0;
+  for (char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+// LibreTranslate's --batch-limit and --char-limit, with its wording.
+absl::Status CheckSizes(const LibreRequest& r, const LibreLimits& limits) {
+  const int64_t items = static_cast<int64_t>(r.q.size());
+  if (r.batch && limits.batch_limit >= 0 && items > limits.batch_limit) {
+    return Invalid(absl::StrCat("request (", items, ") exceeds text limit (", limits.batch_limit,
+                                ")"));
+  }
+  if (limits.char_limit < 0) return absl::OkStatus();
+  for (const std::string& text : r.q) {
+    const int64_t n = Characters(text);
+    if (n > limits.char_limit) {
+      return Invalid(absl::StrCat("request (", n, ") exceeds text limit (", limits.char_limit, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The client's next request against --req_limit: keyed by its API key, else its address.
+absl::Status CheckRate(const HttpRequest& http, const std::string& api_key,
+                       const LibreLimits& limits) {
+  if (limits.requests == nullptr) return absl::OkStatus();
+  const std::string key = api_key.empty() ? "address " + http.remote_address : "key " + api_key;
+  if (limits.requests->Allow(key, absl::Now())) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("Slowdown: ", limits.requests->per_minute(), " per 1 minute"));
 }
 
 // The beam that alternatives start from: the first model's default (--default_beam_size).
@@ -224,13 +261,14 @@ absl::StatusOr<std::vector<std::vector<std::string>>> TranslateItems(
 // of one language are translated in one request.
 absl::StatusOr<std::string> Translate(const TranslatorService& service, const LibreRequest& r,
                                       const std::string& api_key, absl::Duration timeout,
-                                      RpcRecord* record) {
+                                      const LibreLimits& limits, RpcRecord* record) {
   if (!service.CheckToken(api_key).ok()) {
     return absl::UnauthenticatedError("Invalid API key");
   }
   if (r.q.empty()) return Invalid("missing q parameter");
   if (r.source.empty()) return Invalid("missing source parameter");
   if (r.target.empty()) return Invalid("missing target parameter");
+  GLOSSA_RETURN_IF_ERROR(CheckSizes(r, limits));
   const std::string format = r.format.empty() ? "text" : r.format;
   if (format != "text" && format != "html") {
     return absl::InvalidArgumentError(
@@ -272,14 +310,15 @@ absl::StatusOr<std::string> Translate(const TranslatorService& service, const Li
 }  // namespace
 
 HttpResponse LibreTranslate(const TranslatorService& service, const HttpRequest& http,
-                            absl::Duration timeout) {
+                            absl::Duration timeout, const LibreLimits& limits) {
   RpcRecord record(service.metrics(), Method::kHttpTranslate);
   absl::StatusOr<std::string> body = [&]() -> absl::StatusOr<std::string> {
     auto request = ParseLibreRequest(http);
     if (!request.ok()) return request.status();
     const std::string api_key =
         request->api_key.empty() ? std::string(BearerToken(http.authorization)) : request->api_key;
-    return Translate(service, *request, api_key, timeout, &record);
+    GLOSSA_RETURN_IF_ERROR(CheckRate(http, api_key, limits));
+    return Translate(service, *request, api_key, timeout, limits, &record);
   }();
   record.Finish(ToGrpcStatus(body.status()));
   if (!body.ok()) return JsonError(body.status());
@@ -304,7 +343,8 @@ HttpResponse LibreLanguages(const TranslatorService& service) {
   return {200, "application/json", Dump(out)};
 }
 
-HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& http) {
+HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& http,
+                         const LibreLimits& limits) {
   RpcRecord record(service.metrics(), Method::kHttpDetect);
   absl::StatusOr<std::string> body = [&]() -> absl::StatusOr<std::string> {
     auto request = ParseLibreRequest(http);
@@ -312,6 +352,7 @@ HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& ht
     const std::string api_key =
         request->api_key.empty() ? std::string(BearerToken(http.authorization)) : request->api_key;
     if (!service.CheckToken(api_key).ok()) return absl::UnauthenticatedError("Invalid API key");
+    GLOSSA_RETURN_IF_ERROR(CheckRate(http, api_key, limits));
     if (request->q.empty()) return Invalid("missing q parameter");
     auto detections = Detect(service.registry(), request->q);
     if (!detections.ok()) return detections.status();

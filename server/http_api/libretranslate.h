@@ -19,16 +19,29 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/common/rate_limiter.h"
 #include "server/http/http_server.h"
 #include "server/models/model_registry.h"
 #include "server/grpc/service.h"
 
 namespace glossa::server {
 
+// LibreTranslate's limits (--char_limit, --batch_limit, --req_limit): a 400 for a q item of more
+// characters or a q array of more items, a 429 {"error": "Slowdown: N per 1 minute"} past the
+// requests a client (its API key, else its address) may make a minute on /translate and /detect.
+struct LibreLimits {
+  int char_limit = -1;               // characters (code points) per q item; -1: none
+  int batch_limit = -1;              // items in a q array; -1: none
+  RateLimiter* requests = nullptr;   // null: no rate limit
+};
+
 HttpResponse LibreTranslate(const TranslatorService& service, const HttpRequest& request,
-                            absl::Duration timeout);
+                            absl::Duration timeout, const LibreLimits& limits = {});
 HttpResponse LibreLanguages(const TranslatorService& service);
-HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& request);
+// The English name of a language code, as /languages gives it (the code itself when unknown).
+std::string LanguageName(const std::string& code);
+HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& request,
+                         const LibreLimits& limits = {});
 
 // A /translate request, from JSON or form fields.
 struct LibreRequest {

@@ -320,8 +320,8 @@ class LibreTranslateTest(HttpTestCase):
             "suggestions": False,
             "filesTranslation": False,
             "supportedFilesFormat": [],
-            "language": {"source": {"code": "es", "name": "es"},
-                         "target": {"code": "en", "name": "en"}},
+            "language": {"source": {"code": "es", "name": "Spanish"},
+                         "target": {"code": "en", "name": "English"}},
         })
 
     def test_suggest_is_disabled(self):
@@ -516,6 +516,42 @@ class AuthTest(HttpTestCase):
         settings = json.loads(data)
         self.assertTrue(settings["keyRequired"], settings)
         self.assertTrue(settings["apiKeys"], settings)
+
+
+class LibreLimitsTest(HttpTestCase):
+    """--char_limit, --batch_limit and --req_limit answer as LibreTranslate's limits do."""
+
+    SERVER_FLAGS = ("--char_limit", "40", "--batch_limit", "2", "--req_limit", "4")
+
+    def test_limits(self):
+        # Characters, not bytes: 40 accented characters are 80 bytes.
+        status, answer = self.post_json("/translate", {"q": "á" * 40, "source": "es",
+                                                       "target": "en"})
+        self.assertEqual(status, 200, answer)
+        status, answer = self.post_json("/translate", {"q": "á" * 41, "source": "es",
+                                                       "target": "en"})
+        self.assertError(status, answer, 400,
+                         "Invalid request: request (41) exceeds text limit (40)")
+        status, answer = self.post_json("/translate", {"q": ["a", "b", "c"], "source": "es",
+                                                       "target": "en"})
+        self.assertError(status, answer, 400, "request (3) exceeds text limit (2)")
+        _, _, data = self.request("GET", "/frontend/settings")
+        self.assertEqual(json.loads(data)["charLimit"], 40)
+        # Four requests a minute from this address, refused ones included (the settings are not
+        # counted): /detect is the fourth, then both routes answer 429.
+        status, answer = self.post_json("/detect", {"q": ts.LONG})
+        self.assertEqual(status, 200, answer)
+        status, answer = self.post_json("/translate", {"q": "Hola", "source": "es",
+                                                       "target": "en"})
+        self.assertEqual((status, answer), (429, {"error": "Slowdown: 4 per 1 minute"}))
+        status, answer = self.post_json("/detect", {"q": ts.LONG})
+        self.assertEqual((status, answer), (429, {"error": "Slowdown: 4 per 1 minute"}))
+        # Another API key is another client (no token is required here).
+        status, answer = self.post_json("/translate", {"q": "Hola", "source": "es",
+                                                       "target": "en", "api_key": "other"})
+        self.assertEqual(status, 200, answer)
+        # The gRPC API has no such limit.
+        self.assertTranslatesNormally()
 
 
 class DrainTest(HttpTestCase):

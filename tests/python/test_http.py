@@ -607,11 +607,16 @@ class StopTest(unittest.TestCase):
             conn.close()
             start = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
+            # Closed: unanswered, or (when civetweb reads the half head only after the wake-up,
+            # as under a sanitizer's load) answered with an error status first.
+            data = b""
             try:
-                self.assertEqual(silent.recv(1), b"")  # closed, unanswered
+                while chunk := silent.recv(4096):
+                    data += chunk
             except ConnectionResetError:
                 pass
             elapsed = time.monotonic() - start
+            self.assertTrue(data == b"" or re.match(rb"HTTP/1\.[01] [45]\d\d ", data), data[:200])
             silent.close()
             self.assertLess(elapsed, self.BOUND_S)
             with self.assertRaises(OSError):  # nobody listens any more

@@ -190,7 +190,10 @@ class LiveModelsTest(unittest.TestCase):
         self.assertEqual(raised.exception.code(), ts.grpc.StatusCode.NOT_FOUND)
         self.wait_for("b unloaded", lambda: "model b (" in server.output() and
                       self.sample(server, "glossa_models_retiring") == 0, server)
-        time.sleep(0.5)  # the clients meet NOT_FOUND for b
+        def b_refused():  # a client has met NOT_FOUND for b (slow builds take longer)
+            with lock:
+                return counts.get(("b", "NOT_FOUND"), 0) > 0
+        self.wait_for("a client refused b", b_refused, server)
         with lock:
             targets.remove("b")
 

@@ -344,7 +344,7 @@ int64_t ArgMaxScreen::bytes() const {
 }
 
 const ArgMaxScreen* LazyArgMaxScreen::Get() const {
-  absl::call_once(once_, [this] {
+  std::call_once(once_, [this] {
     screen_ = ArgMaxScreen::Build(linear_);
     built_.store(true, std::memory_order_release);
   });

@@ -34,9 +34,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
-#include "absl/base/call_once.h"
 #include "ops/linear.h"
 
 namespace glossa {
@@ -119,7 +119,9 @@ class LazyArgMaxScreen {
 
  private:
   const Linear& linear_;
-  mutable absl::once_flag once_;
+  // std::call_once (pthread_once): ThreadSanitizer sees its ordering, which it cannot see in
+  // Debian's uninstrumented absl::call_once when a second thread waits for the first.
+  mutable std::once_flag once_;
   mutable std::unique_ptr<ArgMaxScreen> screen_;
   mutable std::atomic<bool> built_{false};
 };

@@ -138,6 +138,9 @@ absl::StatusOr<RoutedRequest> RouteRequest(const v1::TranslateRequest& given,
     out.parts.push_back(std::move(part));
     return out;
   }
+  if (!request.model().empty() && models.count(request.model()) == 0) {
+    return registry.Find(request.model()).status();  // NOT_FOUND naming the loaded models
+  }
   const std::set<std::string> candidates =
       Candidates(models, request.model(), request.target_language(), pivot);
   if (candidates.empty()) {

@@ -113,6 +113,10 @@ class RoutingTest(unittest.TestCase):
         self.assertEqual(routed.translations[0].detected_language, "es")
         self.assertEqual(routed.model, "a-es-en")
 
+    def test_auto_with_an_unknown_model_names_the_loaded_ones(self):
+        self.assertCode(lambda: self.translate([ts.LONG], "auto", "en", model="nope"),
+                        grpc.StatusCode.NOT_FOUND, "nope", "b-es-en")
+
     def test_auto_refuses_a_text_too_short_to_tell(self):
         self.assertCode(lambda: self.translate(["abc"], "auto", "en"),
                         grpc.StatusCode.INVALID_ARGUMENT, "auto", "too few", "es")

@@ -23,9 +23,12 @@ std::vector<DetectedLanguage> DetectLanguages(absl::string_view text);
 
 // The language of `text` (valid UTF-8) among `candidates` (ISO 639-1 codes, as DetectLanguages
 // names them): CLD2's most likely candidate; when none of its three guesses is one, the candidate
-// CLD2 picks when told to expect it (its language hint), the most confident if several.
-// INVALID_ARGUMENT naming the candidates when the text has fewer than kMinDetectLetters letters
-// or CLD2 finds none of them.
+// CLD2 picks when told to expect it (its language hint; at most 8 candidates tried), the most
+// confident if several. Between close languages (Spanish, Portuguese, Galician, Catalan, Italian,
+// French, Romanian, Latin, English, German, Dutch) the text's function words ("y", "los" against
+// "e", "os") overrule CLD2 when they clearly favour another candidate; the confidence is then the
+// percent of the text's words that are its function words. INVALID_ARGUMENT naming the candidates
+// when the text has fewer than kMinDetectLetters letters or CLD2 finds none of them.
 constexpr int kMinDetectLetters = 5;
 absl::StatusOr<DetectedLanguage> DetectAmong(absl::string_view text,
                                              const std::set<std::string>& candidates);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -26,7 +27,7 @@
 #include "server/http/http_server.h"
 #include "server/http_api/http_api.h"
 #include "server/metrics/metrics.h"
-#include "server/models/live_models.h"
+#include "server/live/live_models.h"
 #include "server/models/model_config.h"
 #include "server/models/model_registry.h"
 #include "util/status_macros.h"
@@ -45,6 +46,15 @@ ABSL_FLAG(std::vector<std::string>, model, {},
           "repeat the flag or separate with commas for several. Default: the bundled demo model "
           "as 'opus-mt-es-en'. Not with --model_config.");
 ABSL_FLAG(std::string, model_config, "", glossa::server::kModelConfigFlagHelp);
+ABSL_FLAG(std::string, models_dir, "",
+          "Folder of Glossa model files: each *.glossa is served under its file name (without "
+          ".glossa) and loaded by its first request (which waits for it), not at start. With "
+          "--model; with --model_config, a 'dir=' line instead");
+ABSL_FLAG(int64_t, max_loaded_mb, 0,
+          "Memory budget of the loaded models, in MB (estimated from each model's file and "
+          "compute type, plus the KV cache its engine has allocated): loading one more unloads "
+          "the least recently used others first, idle ones before busy ones (which finish their "
+          "requests); 0: no limit. A --model_config line 'max_loaded_mb=N' overrides it");
 ABSL_FLAG(absl::Duration, model_config_poll, absl::Seconds(1),
           "How often --model_config and the model files it names are checked for changes (a "
           "change is applied once it has held still for one check); 0: only on SIGHUP");
@@ -160,7 +170,10 @@ using glossa::server::ModelDefaults;
 using glossa::server::ModelRegistry;
 using glossa::server::ModelSpec;
 using glossa::server::ParseModelFlag;
-using glossa::server::ReadModelConfig;
+using glossa::server::ModelState;
+using glossa::server::ReadServedModels;
+using glossa::server::ScanModelsDir;
+using glossa::server::ServedModels;
 using glossa::server::RequestLimits;
 using glossa::server::RequestMetrics;
 using glossa::server::ResultCache;
@@ -312,41 +325,71 @@ absl::StatusOr<ModelDefaults> DefaultsFromFlags() {
   return defaults;
 }
 
-// The models to serve: --model_config's entries, or the --model flags (default: the demo model).
-absl::StatusOr<std::vector<ModelSpec>> ModelSpecs(const ModelDefaults& defaults,
-                                                  const char* argv0) {
+// The models to serve and their memory budget: --model_config's, or the --model flags' and
+// --models_dir's (default: the demo model).
+absl::StatusOr<ServedModels> ModelSpecs(const ModelDefaults& defaults, const char* argv0) {
   const std::string model_config = absl::GetFlag(FLAGS_model_config);
+  const std::string models_dir = absl::GetFlag(FLAGS_models_dir);
   std::vector<std::string> model_flags = absl::GetFlag(FLAGS_model);
-  if (!model_config.empty() && !model_flags.empty()) {
+  if (!model_config.empty() && (!model_flags.empty() || !models_dir.empty())) {
     return absl::InvalidArgumentError(
-        "--model and --model_config do not go together: list every model in the config file");
+        "--model and --models_dir do not go together with --model_config: list every model "
+        "(or 'dir=' folder) in the config file");
+  }
+  if (absl::GetFlag(FLAGS_max_loaded_mb) < 0) {
+    return absl::InvalidArgumentError("--max_loaded_mb must be 0 (no limit) or more");
   }
   if (!model_config.empty()) {
-    auto read = ReadModelConfig(model_config, defaults);
+    auto read = ReadServedModels(model_config, defaults);
     if (!read.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--model_config ", read.status().message()));
     }
     return read;
   }
-  if (model_flags.empty()) model_flags.push_back("opus-mt-es-en=" + DefaultModelPath(argv0));
-  std::vector<ModelSpec> specs;
+  if (model_flags.empty() && models_dir.empty()) {
+    model_flags.push_back("opus-mt-es-en=" + DefaultModelPath(argv0));
+  }
+  ServedModels served;
   for (const std::string& flag : model_flags) {
     GLOSSA_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelFlag(flag, defaults));
-    specs.push_back(std::move(spec));
+    served.specs.push_back(std::move(spec));
   }
-  return specs;
+  if (!models_dir.empty()) {
+    ModelSpec options;
+    options.model_options = defaults.model_options;
+    options.engine_options = defaults.engine_options;
+    auto found = ScanModelsDir(models_dir, options);
+    if (!found.ok()) return absl::InvalidArgumentError(absl::StrCat("--models_dir: ", found.status().message()));
+    if (found->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--models_dir ", models_dir, ": no *.glossa file there"));
+    }
+    std::set<std::string> names;
+    for (const ModelSpec& spec : served.specs) names.insert(spec.name);
+    for (ModelSpec& spec : *found) {
+      if (names.insert(spec.name).second) served.specs.push_back(std::move(spec));
+    }
+  }
+  return served;
 }
 
-absl::StatusOr<std::unique_ptr<ModelRegistry>> LoadModels(const std::vector<ModelSpec>& specs) {
-  GLOSSA_ASSIGN_OR_RETURN(std::unique_ptr<ModelRegistry> registry, ModelRegistry::Load(specs));
+absl::StatusOr<std::unique_ptr<ModelRegistry>> LoadModels(const ServedModels& served) {
+  GLOSSA_ASSIGN_OR_RETURN(std::unique_ptr<ModelRegistry> registry,
+                          ModelRegistry::Load(served.specs));
   registry->SetDrainTimeout(absl::GetFlag(FLAGS_shutdown_timeout));
+  const int64_t budget_mb =
+      served.max_loaded_mb >= 0 ? served.max_loaded_mb : absl::GetFlag(FLAGS_max_loaded_mb);
+  registry->SetBudget(budget_mb << 20);
   // The operators' view of what is served (ListModels sends no file paths to clients).
-  for (const auto& [name, entry] : registry->models()) {
-    const glossa::ModelInfo& info = entry->model->info();
-    std::printf("glossa-server: model %s from %s (%s, %s, %zu languages)\n", name.c_str(),
-                entry->path.c_str(), info.config.architecture.c_str(), info.dtype.c_str(),
-                info.languages.size());
+  for (const auto& [name, entry] : registry->catalogue()) {
+    const glossa::ModelInfo& info = entry.card->info;
+    std::printf("glossa-server: model %s from %s (%s, %s, %zu languages)%s\n", name.c_str(),
+                entry.card->spec.path.c_str(), info.config.architecture.c_str(),
+                info.dtype.c_str(), info.languages.size(),
+                entry.state == ModelState::kLoaded ? "" : ", loaded by its first request");
   }
+  if (budget_mb > 0) std::printf("glossa-server: memory budget of the loaded models: %lld MB\n",
+                                 static_cast<long long>(budget_mb));
   return registry;
 }
 
@@ -360,7 +403,7 @@ RequestLimits LimitsFromFlags() {
 
 std::vector<std::string> ModelNames(const ModelRegistry& registry) {
   std::vector<std::string> names;
-  for (const auto& [name, entry] : registry.models()) names.push_back(name);
+  for (const auto& [name, card] : registry.cards()) names.push_back(name);
   return names;
 }
 
@@ -488,7 +531,8 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(
 
 void ReportServing(grpc::HealthCheckServiceInterface* health, const ModelRegistry& registry) {
   health->SetServingStatus(true);
-  for (const auto& [name, entry] : registry.models()) health->SetServingStatus(name, true);
+  // Catalogued models serve too (their first request loads them).
+  for (const auto& [name, card] : registry.cards()) health->SetServingStatus(name, true);
   health->SetServingStatus("glossa.v1.Translator", true);
   health->SetServingStatus("glossa.v1.GlossaryService", true);
 }
@@ -505,7 +549,8 @@ std::unique_ptr<LiveModels> FollowModelConfig(ModelRegistry* models, const Model
     requests->SetLoaded(ModelNames(*models));
   });
   auto live = std::make_unique<LiveModels>(models, model_config, defaults,
-                                           absl::GetFlag(FLAGS_model_config_poll));
+                                           absl::GetFlag(FLAGS_model_config_poll),
+                                           absl::GetFlag(FLAGS_max_loaded_mb) << 20);
   live->Start();
   return live;
 }

@@ -659,6 +659,7 @@ EngineStats Engine::stats() const {
   s.kv_blocks_in_use = pool_.blocks_in_use();
   s.kv_bytes_in_use = s.kv_blocks_in_use * pool_.block_bytes();
   s.kv_bytes_capacity = kv_budget_blocks_ * pool_.block_bytes();
+  s.kv_bytes_allocated = pool_.blocks_allocated() * pool_.block_bytes();
   s.steps = steps_.load();
   s.step_rows = step_rows_.load();
   s.batch_paused_steps = batch_paused_steps_.load();

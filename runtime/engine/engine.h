@@ -125,6 +125,7 @@ struct EngineStats {
   int64_t kv_blocks_in_use = 0;
   int64_t kv_bytes_in_use = 0;
   int64_t kv_bytes_capacity = 0;
+  int64_t kv_bytes_allocated = 0;  // blocks the pool holds (it keeps them once allocated)
   int64_t steps = 0;
   int64_t step_rows = 0;  // sum over steps of the rows decoded: / steps = mean batch
   int64_t batch_paused_steps = 0;  // steps that left batch-lane rows waiting (interactive first)

@@ -87,16 +87,17 @@ absl::Status CheckBilingual(const char* field, absl::string_view query, const st
                                                  "'; leave it empty or give '", own, "'"));
 }
 
-absl::StatusOr<int> MarianTargetToken(const Tokenizer& tokenizer, absl::string_view query) {
-  const auto& tokens = tokenizer.target_prefix_tokens();
+// The ">>fra<<" token among a Marian multi-target model's `tokens` that `query` names.
+absl::StatusOr<std::string> MarianTargetToken(const std::vector<std::string>& tokens,
+                                              absl::string_view query) {
   const std::string lower = absl::AsciiStrToLower(query);
   std::vector<std::string> matches;
   for (const std::string& token : tokens) {
     const std::string code = token.substr(2, token.size() - 4);
-    if (token == query || code == query) return tokenizer.SourceId(token);
+    if (token == query || code == query) return token;
     if (!lower.empty() && SameLanguage(lower, code)) matches.push_back(token);
   }
-  if (matches.size() == 1) return tokenizer.SourceId(matches.front());
+  if (matches.size() == 1) return matches.front();
   if (query.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("this model translates into several languages: set target_language to one of ",
@@ -106,6 +107,52 @@ absl::StatusOr<int> MarianTargetToken(const Tokenizer& tokenizer, absl::string_v
       "target_language '", query, "' is ",
       matches.empty() ? "not a target language of this model" : "ambiguous for this model",
       "; give one of ", absl::StrJoin(matches.empty() ? tokens : matches, ", ")));
+}
+
+// What ResolveLanguages decides, with the Marian target token by name rather than by id.
+struct ResolvedNames {
+  const LanguageCode* source = nullptr;  // multilingual models
+  const LanguageCode* target = nullptr;
+  std::string marian_target;  // Marian multi-target models
+};
+
+absl::StatusOr<ResolvedNames> ResolveNames(const ModelInfo& info,
+                                           const std::vector<std::string>& target_prefix_tokens,
+                                           absl::string_view source_language,
+                                           absl::string_view target_language) {
+  ResolvedNames out;
+  if (!info.languages.empty()) {
+    if (source_language.empty() || target_language.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "this model is multilingual: set source_language and target_language (",
+          source_language.empty() ? "source_language" : "target_language",
+          " is missing); its codes (ISO 639-1 and 639-3 codes that name one of them are accepted "
+          "too): ",
+          Codes(info.languages)));
+    }
+    auto source = FindLanguage(info.languages, "source_language", source_language);
+    if (!source.ok()) return source.status();
+    auto target = FindLanguage(info.languages, "target_language", target_language);
+    if (!target.ok()) return target.status();
+    out.source = *source;
+    out.target = *target;
+    return out;
+  }
+  if (absl::Status s = CheckBilingual("source_language", source_language, info.source_language);
+      !s.ok()) {
+    return s;
+  }
+  if (!target_prefix_tokens.empty()) {
+    auto token = MarianTargetToken(target_prefix_tokens, target_language);
+    if (!token.ok()) return token.status();
+    out.marian_target = *std::move(token);
+    return out;
+  }
+  if (absl::Status s = CheckBilingual("target_language", target_language, info.target_language);
+      !s.ok()) {
+    return s;
+  }
+  return out;
 }
 
 }  // namespace
@@ -130,39 +177,23 @@ std::string Iso639_1(absl::string_view code) {
 absl::StatusOr<LanguagePair> ResolveLanguages(const ModelInfo& info, const Tokenizer& tokenizer,
                                               absl::string_view source_language,
                                               absl::string_view target_language) {
+  auto names =
+      ResolveNames(info, tokenizer.target_prefix_tokens(), source_language, target_language);
+  if (!names.ok()) return names.status();
   LanguagePair pair;
-  if (!info.languages.empty()) {
-    if (source_language.empty() || target_language.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "this model is multilingual: set source_language and target_language (",
-          source_language.empty() ? "source_language" : "target_language",
-          " is missing); its codes (ISO 639-1 and 639-3 codes that name one of them are accepted "
-          "too): ",
-          Codes(info.languages)));
-    }
-    auto source = FindLanguage(info.languages, "source_language", source_language);
-    if (!source.ok()) return source.status();
-    auto target = FindLanguage(info.languages, "target_language", target_language);
-    if (!target.ok()) return target.status();
-    pair.source_token = (*source)->id;
-    pair.forced_bos_id = (*target)->id;
-    return pair;
-  }
-  if (absl::Status s = CheckBilingual("source_language", source_language, info.source_language);
-      !s.ok()) {
-    return s;
-  }
-  if (!tokenizer.target_prefix_tokens().empty()) {
-    auto token = MarianTargetToken(tokenizer, target_language);
-    if (!token.ok()) return token.status();
-    pair.source_token = *token;
-    return pair;
-  }
-  if (absl::Status s = CheckBilingual("target_language", target_language, info.target_language);
-      !s.ok()) {
-    return s;
+  if (names->source != nullptr) {
+    pair.source_token = names->source->id;
+    pair.forced_bos_id = names->target->id;
+  } else if (!names->marian_target.empty()) {
+    pair.source_token = tokenizer.SourceId(names->marian_target);
   }
   return pair;
+}
+
+absl::Status CheckLanguages(const ModelInfo& info,
+                            const std::vector<std::string>& target_prefix_tokens,
+                            absl::string_view source_language, absl::string_view target_language) {
+  return ResolveNames(info, target_prefix_tokens, source_language, target_language).status();
 }
 
 std::vector<std::string> SourceLanguages(const ModelInfo& info) {
@@ -175,9 +206,12 @@ std::vector<std::string> SourceLanguages(const ModelInfo& info) {
 }
 
 std::vector<std::string> TargetLanguages(const ModelInfo& info, const Tokenizer& tokenizer) {
-  if (info.languages.empty() && !tokenizer.target_prefix_tokens().empty()) {
-    return tokenizer.target_prefix_tokens();
-  }
+  return TargetLanguages(info, tokenizer.target_prefix_tokens());
+}
+
+std::vector<std::string> TargetLanguages(const ModelInfo& info,
+                                         const std::vector<std::string>& target_prefix_tokens) {
+  if (info.languages.empty() && !target_prefix_tokens.empty()) return target_prefix_tokens;
   std::vector<std::string> out;
   for (const LanguageCode& l : info.languages) out.push_back(l.code);
   if (info.languages.empty() && !info.target_language.empty()) {

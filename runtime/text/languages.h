@@ -29,9 +29,17 @@ absl::StatusOr<LanguagePair> ResolveLanguages(const ModelInfo& info, const Token
                                               absl::string_view source_language,
                                               absl::string_view target_language);
 
+// Whether ResolveLanguages would accept the pair, from the model's header and its Marian target
+// tokens (Tokenizer::target_prefix_tokens) alone: for a model that is not loaded.
+absl::Status CheckLanguages(const ModelInfo& info,
+                            const std::vector<std::string>& target_prefix_tokens,
+                            absl::string_view source_language, absl::string_view target_language);
+
 // What ListModels reports: the codes a request may give.
 std::vector<std::string> SourceLanguages(const ModelInfo& info);
 std::vector<std::string> TargetLanguages(const ModelInfo& info, const Tokenizer& tokenizer);
+std::vector<std::string> TargetLanguages(const ModelInfo& info,
+                                         const std::vector<std::string>& target_prefix_tokens);
 
 // The ISO 639-3 code of an ISO 639-1 code ("es" -> "spa"); other codes lower-cased as they are.
 std::string Iso639_3(absl::string_view code);

@@ -424,7 +424,7 @@ absl::StatusOr<v1::ListModelsResponse> TranslatorService::ListModels(
 }
 
 void TranslatorService::AddPivotPairs(v1::ListModelsResponse* response) const {
-  const auto models = registry_->models();
+  const CardMap models = registry_->cards();
   for (const auto& [source, targets] : PairsOf(models, pivot_language_).pivoted) {
     for (const std::string& target : targets) {
       auto route = RouteLanguages(models, source, target, pivot_language_);
@@ -439,16 +439,18 @@ void TranslatorService::AddPivotPairs(v1::ListModelsResponse* response) const {
 
 v1::ListModelsResponse TranslatorService::Models() const {
   v1::ListModelsResponse response;
-  for (const auto& [name, entry] : registry_->models()) {
-    const ModelInfo& info = entry->model->info();
+  for (const auto& [name, entry] : registry_->catalogue()) {
+    const ModelInfo& info = entry.card->info;
     const ModelConfig& c = info.config;
     v1::ModelInfo* m = response.add_models();
     m->set_name(name);
+    m->set_state(ModelStateName(entry.state));
+    m->set_resident_bytes(static_cast<uint64_t>(entry.resident_bytes));
     // The file path stays on the server (its log names it at startup): clients get the name.
     m->set_source_language(info.source_language);
     m->set_target_language(info.target_language);
     for (const std::string& code : SourceLanguages(info)) m->add_source_languages(code);
-    for (const std::string& code : TargetLanguages(info, entry->model->tokenizer())) {
+    for (const std::string& code : TargetLanguages(info, entry.card->target_prefix_tokens)) {
       m->add_target_languages(code);
     }
     m->set_architecture(c.architecture);
@@ -463,7 +465,10 @@ v1::ListModelsResponse TranslatorService::Models() const {
     m->set_max_input_tokens(limits_.max_text_tokens > 0
                                 ? std::min(limits_.max_text_tokens, c.max_positions)
                                 : c.max_positions);
-    m->set_max_output_tokens(entry->engine->options().max_output_tokens);
+    // As the engine resolves it (Engine's MaxOutputTokens), loaded or not.
+    const int limit = std::min(info.generation.max_length - 1, c.max_positions);
+    const int asked = entry.card->spec.engine_options.max_output_tokens;
+    m->set_max_output_tokens(asked <= 0 || asked > limit ? limit : asked);
   }
   AddPivotPairs(&response);
   return response;

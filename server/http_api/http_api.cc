@@ -42,8 +42,8 @@ HttpResponse FrontendSettings(const TranslatorService& service, int char_limit) 
   const bool key_required = !service.CheckToken("").ok();
   nlohmann::json source = {{"code", "auto"}, {"name", "Auto Detect"}};
   nlohmann::json target = {{"code", "en"}, {"name", "en"}};
-  for (const auto& [name, entry] : service.registry().models()) {
-    const ModelInfo& info = entry->model->info();
+  for (const auto& [name, card] : service.registry().cards()) {
+    const ModelInfo& info = card->info;
     if (info.source_language.empty() || info.target_language.empty()) continue;
     source = {{"code", info.source_language}, {"name", LanguageName(info.source_language)}};
     target = {{"code", info.target_language}, {"name", LanguageName(info.target_language)}};

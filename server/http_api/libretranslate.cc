@@ -79,7 +79,7 @@ std::vector<std::string> HtmlTexts(absl::string_view html, const HtmlText& nodes
 
 // The languages of the server's models, sources and targets: what /detect chooses among.
 std::set<std::string> ServerLanguages(const ModelRegistry& registry) {
-  const auto models = registry.models();
+  const CardMap models = registry.cards();
   std::set<std::string> out = SourceLanguagesOf(models);
   for (const std::string& code : TargetLanguagesOf(models)) out.insert(code);
   return out;
@@ -101,9 +101,9 @@ absl::StatusOr<std::vector<DetectedLanguage>> Detect(const ModelRegistry& regist
   }
   if (out.empty()) {
     std::string fallback = known.empty() ? "en" : *known.begin();
-    for (const auto& [name, entry] : registry.models()) {
-      if (!entry->model->info().source_language.empty()) {
-        fallback = entry->model->info().source_language;
+    for (const auto& [name, card] : registry.cards()) {
+      if (!card->info.source_language.empty()) {
+        fallback = card->info.source_language;
         break;
       }
     }
@@ -148,8 +148,8 @@ absl::Status CheckRate(const HttpRequest& http, const std::string& api_key,
 
 // The beam that alternatives start from: the first model's default (--default_beam_size).
 int DefaultBeam(const ModelRegistry& registry) {
-  const auto models = registry.models();
-  return models.empty() ? 4 : models.begin()->second->engine->options().default_beam_size;
+  const CardMap models = registry.cards();
+  return models.empty() ? 4 : models.begin()->second->spec.engine_options.default_beam_size;
 }
 
 json ToJson(const DetectedLanguage& d) {
@@ -193,7 +193,7 @@ absl::StatusOr<std::vector<DetectedLanguage>> DetectItems(const TranslatorServic
 // LibreTranslate's wording for a pair the server cannot translate (400).
 absl::Status CheckPair(const TranslatorService& service, const std::string& source,
                        const std::string& target) {
-  const auto models = service.registry().models();
+  const CardMap models = service.registry().cards();
   const auto route = RouteLanguages(models, source, target, service.pivot_language());
   if (route.ok()) return absl::OkStatus();
   if (SourceLanguagesOf(models).count(Iso639_1(source)) == 0) {
@@ -329,7 +329,7 @@ HttpResponse LibreLanguages(const TranslatorService& service) {
   RpcRecord record(service.metrics(), Method::kHttpLanguages);
   // Every language, sources and targets; a source's targets are those it is routed into,
   // directly or through the pivot language.
-  const LanguagePairs pairs = PairsOf(service.registry().models(), service.pivot_language());
+  const LanguagePairs pairs = PairsOf(service.registry().cards(), service.pivot_language());
   std::map<std::string, std::set<std::string>> targets = pairs.direct;
   for (const auto& [source, to] : pairs.direct) {
     for (const std::string& target : to) targets[target];

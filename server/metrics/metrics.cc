@@ -275,6 +275,53 @@ void MetricsCollector::CollectModels(std::vector<MetricFamily>* out) const {
     AddValue(&failures, {{"model", name}}, static_cast<double>(n));
   }
   for (auto* f : {&loaded, &retiring, &reloads, &last, &failures}) out->push_back(std::move(*f));
+  CollectResidency(out);
+}
+
+void MetricsCollector::CollectResidency(std::vector<MetricFamily>* out) const {
+  const ModelRegistry::ResidencyStats s = registry_->residency_stats();
+  auto catalogued = Family("glossa_models_catalogued",
+                           "Models served, loaded or not (a catalogued model loads on its first "
+                           "request).",
+                           MetricType::Gauge);
+  AddValue(&catalogued, {}, static_cast<double>(s.catalogued));
+  auto bytes = Family("glossa_models_loaded_bytes",
+                      "Estimated memory of the loaded models (weights in their compute type and "
+                      "the KV cache their engines hold): what --max_loaded_mb bounds.",
+                      MetricType::Gauge);
+  AddValue(&bytes, {}, static_cast<double>(s.loaded_bytes));
+  auto budget = Family("glossa_models_budget_bytes",
+                       "The memory budget of the loaded models (--max_loaded_mb); 0: none.",
+                       MetricType::Gauge);
+  AddValue(&budget, {}, static_cast<double>(registry_->budget()));
+  auto loads = Family("glossa_model_loads_total",
+                      "Models loaded, by reason: start, request (a catalogued model's first "
+                      "request, or its first after an unload), reload (--model_config).",
+                      MetricType::Counter);
+  for (const char* reason : {"start", "request", "reload"}) {
+    auto it = s.loads.find(reason);
+    AddValue(&loads, {{"reason", reason}}, it == s.loads.end() ? 0.0 : it->second);
+  }
+  auto unloads = Family("glossa_model_unloads_total",
+                        "Models unloaded, by reason: budget (least recently used, to make room "
+                        "under --max_loaded_mb), removed or replaced (--model_config).",
+                        MetricType::Counter);
+  for (const char* reason : {"budget", "removed", "replaced"}) {
+    auto it = s.unloads.find(reason);
+    AddValue(&unloads, {{"reason", reason}}, it == s.unloads.end() ? 0.0 : it->second);
+  }
+  auto cold = Family("glossa_model_cold_start_seconds",
+                     "Time to load a model (read, convert to its compute type, start its "
+                     "engine), unloading others aside.",
+                     MetricType::Histogram);
+  AddHistogram(&cold, {}, registry_->cold_start_seconds());
+  auto waited = Family("glossa_requests_waited_for_load_total",
+                       "Requests that found their model not loaded and waited for its load.",
+                       MetricType::Counter);
+  AddValue(&waited, {}, static_cast<double>(s.waited_for_load));
+  for (auto* f : {&catalogued, &bytes, &budget, &loads, &unloads, &cold, &waited}) {
+    out->push_back(std::move(*f));
+  }
 }
 
 void MetricsCollector::CollectCache(std::vector<MetricFamily>* out) const {

@@ -158,6 +158,7 @@ class MetricsCollector final : public prometheus::Collectable {
   void CollectProcess(std::vector<prometheus::MetricFamily>* out) const;
   void CollectCache(std::vector<prometheus::MetricFamily>* out) const;
   void CollectModels(std::vector<prometheus::MetricFamily>* out) const;
+  void CollectResidency(std::vector<prometheus::MetricFamily>* out) const;
 
   const ModelRegistry* registry_;
   const RequestMetrics* requests_;

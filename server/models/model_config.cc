@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -29,7 +30,9 @@ const char kModelConfigFlagHelp[] =
     "[max_active_sequences=N] [kv_cache_mb=N] [priority=N]' ('#' comments; priority: which model "
     "a request that names none is routed to when several cover its languages, higher first), or JSON: {\"models\": {\"NAME\": "
     "\"PATH\" or {\"path\": \"PATH\", options}}}. Options default to their flags; relative paths "
-    "are relative to the file. Not with --model";
+    "are relative to the file. A line 'dir=PATH [options]' catalogues every *.glossa file in "
+    "PATH under its file name, loaded by its first request; 'max_loaded_mb=N' sets the memory "
+    "budget (as --max_loaded_mb). Not with --model";
 
 namespace {
 
@@ -117,10 +120,35 @@ absl::Status CheckName(const std::string& name) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<ModelSpec>> ParseText(absl::string_view text,
-                                                 const ModelDefaults& defaults,
-                                                 const std::string& base_dir) {
-  std::vector<ModelSpec> specs;
+// Options KEY=VALUE after a line's first word.
+absl::Status SetOptions(const std::vector<absl::string_view>& words, ModelSpec* spec) {
+  for (size_t i = 1; i < words.size(); ++i) {
+    const size_t e = words[i].find('=');
+    if (e == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(QuoteForMessage(words[i]), ": expected KEY=VALUE"));
+    }
+    if (absl::Status s = SetOption(words[i].substr(0, e), words[i].substr(e + 1), spec); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A `dir=PATH [options]` line's models, appended to `dirs`.
+absl::Status AddDir(const std::string& dir, const ModelSpec& options,
+                    std::vector<ModelSpec>* dirs) {
+  auto found = ScanModelsDir(dir, options);
+  if (!found.ok()) return found.status();
+  dirs->insert(dirs->end(), found->begin(), found->end());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServedModels> ParseText(absl::string_view text, const ModelDefaults& defaults,
+                                       const std::string& base_dir,
+                                       std::vector<ModelSpec>* dirs) {
+  ServedModels served;
+  std::vector<ModelSpec>& specs = served.specs;
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
@@ -140,22 +168,24 @@ absl::StatusOr<std::vector<ModelSpec>> ParseText(absl::string_view text,
     }
     ModelSpec spec = FromDefaults(defaults);
     spec.name = std::string(words[0].substr(0, eq));
-    spec.path = Resolve(std::string(words[0].substr(eq + 1)), base_dir);
-    if (absl::Status s = CheckName(spec.name); !s.ok()) return fail(s);
-    for (size_t i = 1; i < words.size(); ++i) {
-      const size_t e = words[i].find('=');
-      if (e == absl::string_view::npos) {
-        return fail(absl::InvalidArgumentError(
-            absl::StrCat(QuoteForMessage(words[i]), ": expected KEY=VALUE")));
-      }
-      if (absl::Status s = SetOption(words[i].substr(0, e), words[i].substr(e + 1), &spec);
-          !s.ok()) {
-        return fail(s);
-      }
+    const std::string value(words[0].substr(eq + 1));
+    if (absl::Status s = SetOptions(words, &spec); !s.ok()) return fail(s);
+    if (spec.name == "max_loaded_mb") {
+      auto n = ParseInt(spec.name, value, 0, int64_t{1} << 40);
+      if (!n.ok()) return fail(n.status());
+      if (words.size() > 1) return fail(absl::InvalidArgumentError("max_loaded_mb takes no options"));
+      served.max_loaded_mb = *n;
+      continue;
     }
+    if (spec.name == "dir") {
+      if (absl::Status s = AddDir(Resolve(value, base_dir), spec, dirs); !s.ok()) return fail(s);
+      continue;
+    }
+    spec.path = Resolve(value, base_dir);
+    if (absl::Status s = CheckName(spec.name); !s.ok()) return fail(s);
     specs.push_back(std::move(spec));
   }
-  return specs;
+  return served;
 }
 
 absl::StatusOr<std::string> JsonOptionValue(const std::string& key, const nlohmann::json& v) {
@@ -196,22 +226,9 @@ absl::StatusOr<ModelSpec> ParseJsonEntry(const std::string& name, const nlohmann
   return spec;
 }
 
-absl::StatusOr<std::vector<ModelSpec>> ParseJson(absl::string_view text,
-                                                 const ModelDefaults& defaults,
-                                                 const std::string& base_dir) {
-  nlohmann::json doc = nlohmann::json::parse(text.begin(), text.end(), nullptr,
-                                             /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
-  if (!doc.is_object() || !doc.contains("models")) {
-    return absl::InvalidArgumentError("expected a JSON object with \"models\"");
-  }
-  for (const auto& [key, value] : doc.items()) {
-    if (key != "models") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown key ", QuoteForMessage(key), ": the file holds \"models\""));
-    }
-  }
-  const nlohmann::json& models = doc["models"];
+absl::StatusOr<std::vector<ModelSpec>> ParseJsonModels(const nlohmann::json& models,
+                                                       const ModelDefaults& defaults,
+                                                       const std::string& base_dir) {
   std::vector<ModelSpec> specs;
   if (models.is_object()) {
     for (const auto& [name, entry] : models.items()) {
@@ -234,6 +251,47 @@ absl::StatusOr<std::vector<ModelSpec>> ParseJson(absl::string_view text,
     return absl::InvalidArgumentError("\"models\" must be an object (NAME: PATH) or an array");
   }
   return specs;
+}
+
+// "dirs": ["PATH" or {"path": "PATH", options}, ...]
+absl::Status ParseJsonDirs(const nlohmann::json& dirs, const ModelDefaults& defaults,
+                           const std::string& base_dir, std::vector<ModelSpec>* out) {
+  if (!dirs.is_array()) return absl::InvalidArgumentError("\"dirs\" must be an array");
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    auto spec = ParseJsonEntry("dir", dirs[i], defaults, base_dir);
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("dirs[", i, "]: ", spec.status().message()));
+    }
+    if (absl::Status s = AddDir(spec->path, *spec, out); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServedModels> ParseJson(absl::string_view text, const ModelDefaults& defaults,
+                                       const std::string& base_dir, std::vector<ModelSpec>* dirs) {
+  nlohmann::json doc = nlohmann::json::parse(text.begin(), text.end(), nullptr,
+                                             /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
+  if (!doc.is_object() || (!doc.contains("models") && !doc.contains("dirs"))) {
+    return absl::InvalidArgumentError("expected a JSON object with \"models\" or \"dirs\"");
+  }
+  ServedModels served;
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "models") {
+      auto specs = ParseJsonModels(value, defaults, base_dir);
+      if (!specs.ok()) return specs.status();
+      served.specs = *std::move(specs);
+    } else if (key == "dirs") {
+      if (absl::Status s = ParseJsonDirs(value, defaults, base_dir, dirs); !s.ok()) return s;
+    } else if (key == "max_loaded_mb" && value.is_number_unsigned()) {
+      served.max_loaded_mb = value.get<int64_t>();
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown key ", QuoteForMessage(key),
+          ": the file holds \"models\", \"dirs\" and \"max_loaded_mb\" (a whole number)"));
+    }
+  }
+  return served;
 }
 
 }  // namespace
@@ -269,41 +327,84 @@ absl::StatusOr<ModelSpec> ParseModelFlag(absl::string_view text, const ModelDefa
   return spec;
 }
 
-absl::StatusOr<std::vector<ModelSpec>> ParseModelConfig(absl::string_view text,
-                                                        const ModelDefaults& defaults,
-                                                        const std::string& base_dir) {
+absl::StatusOr<ServedModels> ParseServedModels(absl::string_view text,
+                                               const ModelDefaults& defaults,
+                                               const std::string& base_dir) {
   const absl::string_view stripped = absl::StripLeadingAsciiWhitespace(text);
-  auto specs = !stripped.empty() && stripped.front() == '{'
-                   ? ParseJson(text, defaults, base_dir)
-                   : ParseText(text, defaults, base_dir);
-  if (!specs.ok()) return specs.status();
+  std::vector<ModelSpec> dirs;
+  auto served = !stripped.empty() && stripped.front() == '{'
+                    ? ParseJson(text, defaults, base_dir, &dirs)
+                    : ParseText(text, defaults, base_dir, &dirs);
+  if (!served.ok()) return served.status();
   std::set<std::string> names;
-  for (const ModelSpec& spec : *specs) {
+  for (const ModelSpec& spec : served->specs) {
     if (!names.insert(spec.name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("the model name ", QuoteForMessage(spec.name), " is listed twice"));
     }
   }
-  if (specs->empty()) {
+  for (ModelSpec& spec : dirs) {  // a name listed already wins
+    if (names.insert(spec.name).second) served->specs.push_back(std::move(spec));
+  }
+  if (served->specs.empty()) {
     return absl::InvalidArgumentError(
         "the file lists no model (a server needs at least one; to stop serving, stop the "
         "server)");
   }
-  return specs;
+  return served;
 }
 
-absl::StatusOr<std::vector<ModelSpec>> ReadModelConfig(const std::string& path,
-                                                       const ModelDefaults& defaults) {
+absl::StatusOr<std::vector<ModelSpec>> ParseModelConfig(absl::string_view text,
+                                                        const ModelDefaults& defaults,
+                                                        const std::string& base_dir) {
+  auto served = ParseServedModels(text, defaults, base_dir);
+  if (!served.ok()) return served.status();
+  return std::move(served->specs);
+}
+
+absl::StatusOr<ServedModels> ReadServedModels(const std::string& path,
+                                              const ModelDefaults& defaults) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
   std::ostringstream data;
   data << in.rdbuf();
   const size_t slash = path.rfind('/');
   const std::string base_dir = slash == std::string::npos ? "" : path.substr(0, slash);
-  auto specs = ParseModelConfig(data.str(), defaults, base_dir);
-  if (!specs.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", specs.status().message()));
+  auto served = ParseServedModels(data.str(), defaults, base_dir);
+  if (!served.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", served.status().message()));
   }
+  return served;
+}
+
+absl::StatusOr<std::vector<ModelSpec>> ReadModelConfig(const std::string& path,
+                                                       const ModelDefaults& defaults) {
+  auto served = ReadServedModels(path, defaults);
+  if (!served.ok()) return served.status();
+  return std::move(served->specs);
+}
+
+absl::StatusOr<std::vector<ModelSpec>> ScanModelsDir(const std::string& dir,
+                                                     const ModelSpec& options) {
+  std::error_code error;
+  std::vector<ModelSpec> specs;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string file = entry.path().filename().string();
+    if (file.size() <= 7 || file.compare(file.size() - 7, 7, ".glossa") != 0) continue;
+    if (!entry.is_regular_file(error)) continue;
+    ModelSpec spec = options;
+    spec.name = file.substr(0, file.size() - 7);
+    spec.path = entry.path().string();
+    spec.on_demand = true;
+    if (CheckName(spec.name).ok()) specs.push_back(std::move(spec));
+  }
+  if (error) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read the models folder ", QuoteForMessage(dir), ": ",
+                     error.message()));
+  }
+  std::sort(specs.begin(), specs.end(),
+            [](const ModelSpec& a, const ModelSpec& b) { return a.name < b.name; });
   return specs;
 }
 

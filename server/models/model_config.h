@@ -35,6 +35,8 @@ struct ModelSpec {
   ModelOptions model_options;
   EngineOptions engine_options;
   int priority = 0;  // routing order among models that cover the same pair, higher first
+  // Catalogued (--models_dir, `dir=`): loaded by its first request rather than at once.
+  bool on_demand = false;
 };
 
 // The command-line values that config entries start from.
@@ -61,6 +63,29 @@ absl::StatusOr<std::vector<ModelSpec>> ParseModelConfig(absl::string_view text,
 // Reads and parses the file at `path` (relative model paths: relative to its directory).
 absl::StatusOr<std::vector<ModelSpec>> ReadModelConfig(const std::string& path,
                                                        const ModelDefaults& defaults);
+
+// Every "*.glossa" file of `dir` (not its subfolders), named after the file without ".glossa"
+// and sorted by name, each with `options`' options and on_demand set. NOT_FOUND when `dir`
+// cannot be read.
+absl::StatusOr<std::vector<ModelSpec>> ScanModelsDir(const std::string& dir,
+                                                     const ModelSpec& options);
+
+// A whole --model_config: its models (those of its `dir=` lines included: a model listed by
+// name wins over a file of the same name in a folder) and its memory budget, when it sets one:
+//
+//   dir=/srv/models compute_type=int8   # every *.glossa there, loaded on its first request
+//   max_loaded_mb=4000                  # unload least recently used models to stay under it
+//
+// (JSON: "dirs": ["PATH" or {"path": ..., options}], "max_loaded_mb": N.)
+struct ServedModels {
+  std::vector<ModelSpec> specs;
+  int64_t max_loaded_mb = -1;  // -1: not set (the --max_loaded_mb flag applies); 0: no limit
+};
+absl::StatusOr<ServedModels> ParseServedModels(absl::string_view text,
+                                               const ModelDefaults& defaults,
+                                               const std::string& base_dir = "");
+absl::StatusOr<ServedModels> ReadServedModels(const std::string& path,
+                                              const ModelDefaults& defaults);
 
 // How the models of a new config differ from those served now: names to remove, names to add,
 // and names whose spec changed (path or options). Each list is sorted.

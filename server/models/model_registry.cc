@@ -1,5 +1,8 @@
 #include "server/models/model_registry.h"
 
+#include <malloc.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -26,6 +29,23 @@ std::string MappingKey(const ModelSpec& spec) {
                       spec.model_options.float32_output_layer ? "/f32out" : "",
                       spec.model_options.argmax_screen ? "" : "/noscreen");
 }
+
+// A model loaded now, its engine started (not yet owned by the registry).
+std::unique_ptr<LoadedModel> NewLoaded(const ModelSpec& spec, const FileStamp& stamp,
+                                       std::shared_ptr<const Model> model) {
+  auto entry = std::make_unique<LoadedModel>();
+  entry->name = spec.name;
+  entry->path = spec.path;
+  entry->spec = spec;
+  entry->stamp = stamp;
+  entry->card = CardOf(spec, stamp, *model);
+  entry->model = std::move(model);
+  entry->engine = std::make_unique<Engine>(entry->model, spec.engine_options);
+  entry->generation = next_generation.fetch_add(1);
+  return entry;
+}
+
+std::string Mb(int64_t bytes) { return absl::StrCat((bytes + (1 << 19)) >> 20, " MB"); }
 
 std::string Describe(const LoadedModel& m) {
   const ModelInfo& info = m.model->info();
@@ -54,37 +74,50 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(
     const std::vector<ModelSpec>& specs) {
   auto registry = std::make_unique<ModelRegistry>();
   std::map<std::string, std::shared_ptr<const Model>> by_key;  // one mapping per file
+  std::set<std::string> names;
   for (const ModelSpec& spec : specs) {
-    {
-      absl::MutexLock lock(&registry->mu_);
-      if (registry->models_.count(spec.name)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--model: the name '", spec.name, "' is given twice"));
+    if (!names.insert(spec.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--model: the name '", spec.name, "' is given twice"));
+    }
+    Slot slot;
+    if (spec.on_demand) {
+      auto card = ReadModelCard(spec);
+      if (!card.ok()) return card.status();
+      slot.card = *std::move(card);
+    } else {
+      const FileStamp stamp = StampFile(spec.path);
+      std::shared_ptr<const Model>& model = by_key[MappingKey(spec)];
+      if (model == nullptr) {
+        auto loaded = Model::Load(spec.path, spec.model_options);
+        if (!loaded.ok()) return loaded.status();
+        model = *std::move(loaded);
       }
+      slot.loaded = registry->Own(NewLoaded(spec, stamp, model));
+      slot.loaded->last_used = registry->use_counter_.fetch_add(1) + 1;
+      slot.card = slot.loaded->card;
     }
-    auto entry = std::make_unique<LoadedModel>();
-    entry->stamp = StampFile(spec.path);
-    std::shared_ptr<const Model>& model = by_key[MappingKey(spec)];
-    if (model == nullptr) {
-      auto loaded = Model::Load(spec.path, spec.model_options);
-      if (!loaded.ok()) return loaded.status();
-      model = *std::move(loaded);
-    }
-    entry->name = spec.name;
-    entry->path = spec.path;
-    entry->spec = spec;
-    entry->model = model;
-    entry->engine = std::make_unique<Engine>(entry->model, spec.engine_options);
-    entry->generation = next_generation.fetch_add(1);
-    std::shared_ptr<LoadedModel> owned = registry->Own(std::move(entry));
     absl::MutexLock lock(&registry->mu_);
-    registry->models_.emplace(spec.name, std::move(owned));
+    if (slot.loaded != nullptr) ++registry->residency_.loads["start"];
+    registry->slots_.emplace(spec.name, std::move(slot));
   }
-  {
-    absl::MutexLock lock(&registry->mu_);
-    if (registry->models_.empty()) return absl::InvalidArgumentError("no model to serve");
-  }
+  if (names.empty()) return absl::InvalidArgumentError("no model to serve");
   return registry;
+}
+
+int64_t LoadedModel::ResidentBytes() const {
+  return card->estimated_bytes + engine->stats().kv_bytes_allocated;
+}
+
+const char* ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kLoading:
+      return "loading";
+    case ModelState::kLoaded:
+      return "loaded";
+    default:
+      return "not_loaded";
+  }
 }
 
 ModelRegistry::~ModelRegistry() {
@@ -117,9 +150,12 @@ void ModelRegistry::Released(LoadedModel* model) {
   delete model;  // not reached in practice: a model leaves the set by retiring or by Shutdown
 }
 
-void ModelRegistry::RetireLocked(const std::shared_ptr<LoadedModel>& model) {
+void ModelRegistry::RetireLocked(const std::shared_ptr<LoadedModel>& model, const char* reason) {
+  ++residency_.unloads[reason];
+  const int64_t bytes = model->ResidentBytes();
   std::lock_guard<std::mutex> lock(reaper_mu_);
-  retiring_[model.get()] = Retiring{absl::Now(), false};
+  retiring_[model.get()] = Retiring{absl::Now(), false, bytes};
+  retiring_bytes_ += bytes;
   if (!reaper_running_ && !stopping_) {
     reaper_running_ = true;
     reaper_ = std::thread([this] { ReaperLoop(); });
@@ -135,7 +171,6 @@ void ModelRegistry::ReaperLoop() {
     if (stopping_) break;
     std::vector<LoadedModel*> released;
     released.swap(released_);
-    for (LoadedModel* m : released) retiring_.erase(m);
     std::vector<LoadedModel*> overdue;  // still referenced past the drain timeout
     const absl::Time now = absl::Now();
     for (auto& [m, r] : retiring_) {
@@ -146,7 +181,7 @@ void ModelRegistry::ReaperLoop() {
     }
     lock.unlock();
     for (LoadedModel* m : overdue) {
-      Log(absl::StrCat("model ", m->name, " (removed or replaced): requests still running after ",
+      Log(absl::StrCat("model ", m->name, " (unloading): requests still running after ",
                        absl::FormatDuration(drain_timeout_), "; ending them"));
       m->engine->Shutdown(absl::Now());  // only the reaper frees m: still valid
     }
@@ -155,7 +190,17 @@ void ModelRegistry::ReaperLoop() {
       Log(absl::StrCat("model ", m->name, " (", m->path, "): unloaded, its requests done"));
       delete m;
     }
+    // Hands the freed weights and buffers back to the system: glibc keeps freed blocks below
+    // its mmap threshold (malloc_tuning.h raises it) in the heap otherwise.
+    if (!released.empty()) malloc_trim(0);
     lock.lock();
+    for (LoadedModel* m : released) {
+      auto it = retiring_.find(m);
+      if (it == retiring_.end()) continue;
+      retiring_bytes_ -= it->second.bytes;
+      retiring_.erase(it);
+    }
+    if (!released.empty()) freed_.notify_all();
   }
 }
 
@@ -168,25 +213,63 @@ void ModelRegistry::Notify(const std::string& name, bool serving) const {
 }
 
 std::map<std::string, std::shared_ptr<LoadedModel>> ModelRegistry::models() const {
+  ModelMap out;
   absl::ReaderMutexLock lock(&mu_);
-  return models_;
+  for (const auto& [name, slot] : slots_) {
+    if (slot.loaded != nullptr) out.emplace(name, slot.loaded);
+  }
+  return out;
+}
+
+CardMap ModelRegistry::cards() const {
+  CardMap out;
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [name, slot] : slots_) out.emplace(name, slot.card);
+  return out;
+}
+
+std::map<std::string, CatalogueEntry> ModelRegistry::catalogue() const {
+  std::map<std::string, CatalogueEntry> out;
+  ModelMap loaded;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [name, slot] : slots_) {
+      CatalogueEntry& e = out[name];
+      e.card = slot.card;
+      e.state = slot.loaded != nullptr ? ModelState::kLoaded
+                : slot.loading         ? ModelState::kLoading
+                                       : ModelState::kNotLoaded;
+      if (slot.loaded != nullptr) loaded.emplace(name, slot.loaded);
+    }
+  }
+  for (const auto& [name, model] : loaded) out[name].resident_bytes = model->ResidentBytes();
+  return out;
 }
 
 std::string ModelRegistry::Names() const {
   std::vector<std::string> names;
   absl::ReaderMutexLock lock(&mu_);
-  for (const auto& [name, entry] : models_) names.push_back(name);
+  for (const auto& [name, slot] : slots_) names.push_back(name);
   return absl::StrJoin(names, ", ");
 }
 
 absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::Find(const std::string& name) const {
+  std::string found;
   {
     absl::ReaderMutexLock lock(&mu_);
-    if (name.empty()) {
-      if (models_.size() == 1) return models_.begin()->second;
-    } else if (auto it = models_.find(name); it != models_.end()) {
-      return it->second;
+    auto it = name.empty() && slots_.size() == 1 ? slots_.begin() : slots_.find(name);
+    if (it != slots_.end()) {
+      if (it->second.loaded != nullptr) {
+        it->second.loaded->last_used = use_counter_.fetch_add(1) + 1;
+        return it->second.loaded;
+      }
+      found = it->first;
     }
+  }
+  if (!found.empty()) {
+    // Loading on demand changes none of the names the registry serves, which is all that its
+    // const users rely on.
+    return const_cast<ModelRegistry*>(this)->LoadOnDemand(found);
   }
   if (name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("this server holds several models (", Names(),
@@ -196,36 +279,196 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::Find(const std::stri
       absl::StrCat("no model named ", QuoteForMessage(name), "; this server holds: ", Names()));
 }
 
+absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::LoadOnDemand(const std::string& name) {
+  std::unique_lock<std::mutex> load_lock(load_mu_);
+  std::shared_ptr<const ModelCard> card;
+  {
+    absl::MutexLock lock(&mu_);
+    ++residency_.waited_for_load;
+    auto it = slots_.find(name);
+    if (it == slots_.end()) {
+      return absl::NotFoundError(absl::StrCat("model ", QuoteForMessage(name),
+                                              " was removed while its request waited"));
+    }
+    if (it->second.loaded != nullptr) {  // loaded while this request waited for load_mu_
+      it->second.loaded->last_used = use_counter_.fetch_add(1) + 1;
+      return it->second.loaded;
+    }
+    if (shut_down_) return absl::UnavailableError("the server is shutting down");
+    card = it->second.card;
+    it->second.loading = true;
+  }
+  auto done_loading = [&] {
+    absl::MutexLock lock(&mu_);
+    if (auto it = slots_.find(name); it != slots_.end()) it->second.loading = false;
+  };
+  if (absl::Status room = MakeRoom(name, card->estimated_bytes); !room.ok()) {
+    done_loading();
+    return room;
+  }
+  const absl::Time start = absl::Now();
+  auto model = Model::Load(card->spec.path, card->spec.model_options);
+  if (!model.ok()) {
+    done_loading();
+    Log(absl::StrCat("model ", name, ": cannot load ", card->spec.path, ": ",
+                     model.status().message()));
+    absl::MutexLock lock(&mu_);
+    ++stats_.load_failures[name];
+    return absl::UnavailableError(absl::StrCat("model ", QuoteForMessage(name),
+                                               " could not be loaded: ", model.status().message()));
+  }
+  std::shared_ptr<LoadedModel> fresh =
+      Own(NewLoaded(card->spec, StampFile(card->spec.path), *std::move(model)));
+  fresh->last_used = use_counter_.fetch_add(1) + 1;
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  cold_start_seconds_.Observe(seconds);
+  done_loading();
+  if (!Install(name, fresh, "replaced")) {
+    return absl::UnavailableError("the server is shutting down");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    ++residency_.loads["request"];
+  }
+  Log(absl::StrCat("model ", name, ": loaded on demand ", Describe(*fresh), " in ",
+                   absl::ToInt64Milliseconds(absl::Now() - start), " ms (budget ",
+                   budget() > 0 ? Mb(budget()) : "none", ")"));
+  return fresh;
+}
+
+absl::Status ModelRegistry::MakeRoom(const std::string& name, int64_t incoming) {
+  const int64_t budget = budget_bytes_.load();
+  if (budget <= 0) return absl::OkStatus();
+  if (incoming > budget) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "model ", QuoteForMessage(name), " needs about ", Mb(incoming),
+        ", more than the whole memory budget (--max_loaded_mb ", budget >> 20, ")"));
+  }
+  // Victims, least recently used first: idle models (nothing holds them but the registry), then
+  // busy ones, which drain.
+  std::vector<std::pair<std::string, std::shared_ptr<LoadedModel>>> victims;
+  int64_t loaded_bytes = 0;
+  for (const auto& [other, model] : models()) {
+    if (other == name) continue;
+    loaded_bytes += model->ResidentBytes();
+    victims.emplace_back(other, model);
+  }
+  std::sort(victims.begin(), victims.end(), [](const auto& a, const auto& b) {
+    // use_count: the registry's slot, this list's copy, and any request's.
+    const bool a_busy = a.second.use_count() > 2, b_busy = b.second.use_count() > 2;
+    return std::make_pair(a_busy, a.second->last_used.load()) <
+           std::make_pair(b_busy, b.second->last_used.load());
+  });
+  int64_t retiring_bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(reaper_mu_);
+    retiring_bytes = retiring_bytes_;
+  }
+  for (auto& [other, model] : victims) {
+    if (loaded_bytes + incoming <= budget - retiring_bytes) break;
+    absl::MutexLock lock(&mu_);
+    auto it = slots_.find(other);
+    if (it == slots_.end() || it->second.loaded != model) continue;
+    loaded_bytes -= model->ResidentBytes();
+    it->second.loaded = nullptr;
+    RetireLocked(model, "budget");
+    Log(absl::StrCat("model ", other, ": unloading (least recently used) to make room for ",
+                     name, " within ", Mb(budget)));
+  }
+  victims.clear();  // drops this list's references: idle victims go to the reaper now
+  // Waits until what retired is freed (busy victims drain first; the drain timeout bounds it).
+  std::unique_lock<std::mutex> lock(reaper_mu_);
+  const bool fits = freed_.wait_for(
+      lock, absl::ToChronoMilliseconds(drain_timeout_ + absl::Seconds(5)),
+      [&] { return stopping_ || loaded_bytes + incoming + retiring_bytes_ <= budget; });
+  if (!fits) {
+    return absl::UnavailableError(absl::StrCat(
+        "model ", QuoteForMessage(name), " cannot be loaded now: the models it would replace "
+        "within the memory budget (", Mb(budget), ") are still busy"));
+  }
+  return absl::OkStatus();
+}
+
+bool ModelRegistry::Install(const std::string& name, std::shared_ptr<LoadedModel> fresh,
+                            const char* unload_reason) {
+  std::shared_ptr<LoadedModel> old;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return false;  // `fresh` is freed when dropped (Released)
+    Slot& slot = slots_[name];
+    old = std::move(slot.loaded);
+    slot.loaded = std::move(fresh);
+    slot.card = slot.loaded->card;
+    if (old != nullptr) RetireLocked(old, unload_reason);
+  }
+  return true;
+}
+
+void ModelRegistry::SetBudget(int64_t bytes) {
+  std::lock_guard<std::mutex> load_lock(load_mu_);
+  budget_bytes_ = std::max<int64_t>(bytes, 0);
+  if (bytes <= 0) return;
+  int64_t loaded_bytes = 0;
+  std::vector<std::pair<int64_t, std::string>> by_use;  // least recently used first
+  for (const auto& [name, model] : models()) {
+    loaded_bytes += model->ResidentBytes();
+    by_use.emplace_back(model->last_used.load(), name);
+  }
+  std::sort(by_use.begin(), by_use.end());
+  for (const auto& [used, name] : by_use) {
+    if (loaded_bytes <= bytes) break;
+    std::shared_ptr<LoadedModel> out;
+    absl::MutexLock lock(&mu_);
+    auto it = slots_.find(name);
+    if (it == slots_.end() || it->second.loaded == nullptr) continue;
+    out = std::move(it->second.loaded);
+    loaded_bytes -= out->ResidentBytes();
+    RetireLocked(out, "budget");
+    Log(absl::StrCat("model ", name, ": unloading to fit the memory budget of ", Mb(bytes)));
+  }
+}
+
 ModelRegistry::ApplyResult ModelRegistry::Apply(const std::vector<ModelSpec>& specs) {
   absl::MutexLock apply_lock(&apply_mu_);
+  std::lock_guard<std::mutex> load_lock(load_mu_);  // no load on demand meanwhile
   ApplyResult result;
   // What is served now: also where an unchanged file's mapping is found again.
   ModelMap current = models();
+  const CardMap cards_now = cards();
   std::set<std::string> wanted;
   for (const ModelSpec& spec : specs) wanted.insert(spec.name);
   // Removed names first: new requests get NOT_FOUND from now on.
-  if (!RemoveUnwanted(current, wanted, &result)) return result;
+  if (!RemoveUnwanted(cards_now, wanted, &result)) return result;
   std::vector<std::shared_ptr<LoadedModel>> loaded_now;  // this Apply's loads, for sharing
   for (const ModelSpec& spec : specs) {
-    if (!LoadOrReplace(spec, current, &loaded_now, &result)) return result;
+    auto card = cards_now.find(spec.name);
+    const bool known = card != cards_now.end();
+    const bool unchanged = known && SameLoad(card->second->spec, spec) &&
+                           card->second->stamp == StampFile(spec.path);
+    if (unchanged) continue;
+    // A catalogued name stays a card until a request wants it; one loaded now is reloaded.
+    const bool load = current.count(spec.name) > 0 || !spec.on_demand;
+    if (!(load ? LoadOrReplace(spec, current, &loaded_now, &result) : Catalogue(spec, &result))) {
+      return result;
+    }
   }
   current.clear();  // outside the locks: may hand models to the reaper
   return result;
 }
 
-bool ModelRegistry::RemoveUnwanted(const ModelMap& current, const std::set<std::string>& wanted,
+bool ModelRegistry::RemoveUnwanted(const CardMap& current, const std::set<std::string>& wanted,
                                    ApplyResult* result) {
-  for (const auto& [name, entry] : current) {
+  for (const auto& [name, card] : current) {
     if (wanted.count(name)) continue;
     std::shared_ptr<LoadedModel> out;
     {
       absl::MutexLock lock(&mu_);
       if (shut_down_) return false;
-      auto it = models_.find(name);
-      if (it == models_.end()) continue;
-      out = std::move(it->second);
-      models_.erase(it);
-      RetireLocked(out);
+      auto it = slots_.find(name);
+      if (it == slots_.end()) continue;
+      out = std::move(it->second.loaded);
+      slots_.erase(it);
+      if (out != nullptr) RetireLocked(out, "removed");
     }
     Notify(name, false);
     Log(absl::StrCat("model ", name,
@@ -233,6 +476,32 @@ bool ModelRegistry::RemoveUnwanted(const ModelMap& current, const std::set<std::
                      "NOT_FOUND)"));
     result->removed.push_back(name);
   }
+  return true;
+}
+
+bool ModelRegistry::Catalogue(const ModelSpec& spec, ApplyResult* result) {
+  auto card = ReadModelCard(spec);
+  bool is_new = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return false;
+    if (!card.ok()) {
+      ++stats_.load_failures[spec.name];
+    } else {
+      is_new = slots_.count(spec.name) == 0;
+      slots_[spec.name].card = *card;
+    }
+  }
+  if (!card.ok()) {
+    Log(absl::StrCat("model ", spec.name, ": cannot read ", spec.path, ": ",
+                     card.status().message()));
+    result->failed.push_back(spec.name);
+    return true;
+  }
+  Notify(spec.name, true);  // served: its first request loads it
+  Log(absl::StrCat("model ", spec.name, ": catalogued from ", spec.path,
+                   " (loaded by its first request)"));
+  (is_new ? result->added : result->replaced).push_back(spec.name);
   return true;
 }
 
@@ -261,14 +530,20 @@ bool ModelRegistry::LoadOrReplace(const ModelSpec& spec, const ModelMap& current
                                   std::vector<std::shared_ptr<LoadedModel>>* loaded_now,
                                   ApplyResult* result) {
   const FileStamp stamp = StampFile(spec.path);
-  auto it = current.find(spec.name);
-  const bool is_new = it == current.end();
-  if (!is_new && SameLoad(it->second->spec, spec) && it->second->stamp == stamp) return true;
+  bool is_new;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    is_new = slots_.count(spec.name) == 0;
+  }
   if (is_new) Notify(spec.name, false);  // NOT_SERVING until it is ready
   std::shared_ptr<const Model> model = SharedMapping(spec, stamp, *loaded_now, current);
   const absl::Time start = absl::Now();
   if (model == nullptr) {
-    auto load = Model::Load(spec.path, spec.model_options);
+    auto card = ReadModelCard(spec);
+    absl::Status status = card.ok() ? MakeRoom(spec.name, (*card)->estimated_bytes)
+                                    : card.status();
+    auto load = status.ok() ? Model::Load(spec.path, spec.model_options)
+                            : absl::StatusOr<std::shared_ptr<const Model>>(status);
     if (!load.ok()) {
       Log(absl::StrCat("model ", spec.name, ": cannot load ", spec.path, ": ",
                        load.status().message(),
@@ -280,27 +555,16 @@ bool ModelRegistry::LoadOrReplace(const ModelSpec& spec, const ModelMap& current
     }
     model = *std::move(load);
   }
-  auto entry = std::make_unique<LoadedModel>();
-  entry->name = spec.name;
-  entry->path = spec.path;
-  entry->spec = spec;
-  entry->stamp = stamp;
-  entry->model = std::move(model);
-  entry->engine = std::make_unique<Engine>(entry->model, spec.engine_options);
-  entry->generation = next_generation.fetch_add(1);
-  std::shared_ptr<LoadedModel> fresh = Own(std::move(entry));
+  std::shared_ptr<LoadedModel> fresh = Own(NewLoaded(spec, stamp, std::move(model)));
+  fresh->last_used = use_counter_.fetch_add(1) + 1;
+  cold_start_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - start));
   const std::string description = Describe(*fresh);
   loaded_now->push_back(fresh);
-  std::shared_ptr<LoadedModel> old;
+  if (!Install(spec.name, std::move(fresh), "replaced")) return false;
   {
     absl::MutexLock lock(&mu_);
-    if (shut_down_) return false;  // `fresh` is freed when dropped (Released)
-    std::shared_ptr<LoadedModel>& slot = models_[spec.name];
-    old = std::move(slot);
-    slot = fresh;
-    if (old != nullptr) RetireLocked(old);
+    ++residency_.loads["reload"];
   }
-  old.reset();
   Notify(spec.name, true);
   Log(absl::StrCat("model ", spec.name, is_new ? ": added " : ": replaced, now ", description,
                    " in ", absl::ToInt64Milliseconds(absl::Now() - start), " ms"));
@@ -312,6 +576,21 @@ void ModelRegistry::RecordReload(bool ok) {
   absl::MutexLock lock(&mu_);
   ++(ok ? stats_.reloads_ok : stats_.reloads_failed);
   stats_.last_reload_ok = ok;
+}
+
+ModelRegistry::ResidencyStats ModelRegistry::residency_stats() const {
+  ResidencyStats stats;
+  ModelMap loaded;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    stats = residency_;
+    stats.catalogued = static_cast<int64_t>(slots_.size());
+  }
+  for (const auto& [name, model] : models()) {
+    ++stats.loaded;
+    stats.loaded_bytes += model->ResidentBytes();
+  }
+  return stats;
 }
 
 ModelRegistry::ReloadStats ModelRegistry::reload_stats() const {
@@ -343,7 +622,9 @@ void ModelRegistry::Shutdown(absl::Time deadline) {
   if (reaper.joinable()) reaper.join();
   {
     absl::MutexLock lock(&mu_);
-    models.swap(models_);
+    for (auto& [name, slot] : slots_) {
+      if (slot.loaded != nullptr) models.emplace(name, std::move(slot.loaded));
+    }
   }
   for (auto& [name, entry] : models) engines.push_back(entry->engine.get());
   {
@@ -363,6 +644,7 @@ void ModelRegistry::Shutdown(absl::Time deadline) {
     std::lock_guard<std::mutex> lock(reaper_mu_);
     released.swap(released_);
     for (LoadedModel* m : released) retiring_.erase(m);
+    freed_.notify_all();
   }
   for (LoadedModel* m : released) delete m;
   models.clear();  // references still held elsewhere free their models when dropped

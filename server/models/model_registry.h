@@ -1,4 +1,12 @@
-// The models a server holds: each a mapped model file and the engine that runs it.
+// The models a server holds: each a mapped model file and the engine that runs it, and the
+// models it may load (catalogued: --models_dir, `dir=` in --model_config), known by their cards
+// (model_card.h) until their first request loads them.
+//
+// Under a memory budget (--max_loaded_mb), loading a model first unloads the least recently used
+// others until the estimated resident total fits: idle models first, then busy ones, which stop
+// taking requests and drain (retire, below) before the load goes on. A model bigger than the
+// whole budget is refused (RESOURCE_EXHAUSTED). One load runs at a time; requests for loaded
+// models never wait for it.
 //
 // The set may change while the server runs (Apply, driven by LiveModels from --model_config):
 // a request holds its model through the shared_ptr that Find returns, so a model removed or
@@ -25,6 +33,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "engine/metrics.h"
+#include "server/models/model_card.h"
 #include "server/models/model_config.h"
 
 namespace glossa::server {
@@ -39,7 +49,21 @@ struct LoadedModel {
   uint64_t generation = 0;
   ModelSpec spec;   // what it was loaded from
   FileStamp stamp;  // the file as it was just before it was loaded
+  std::shared_ptr<const ModelCard> card;
+  std::atomic<int64_t> last_used{0};  // the registry's use counter at its last Find
+  // Its share of the budget: the card's estimate plus the KV cache its engine has allocated.
+  int64_t ResidentBytes() const;
 };
+
+enum class ModelState { kNotLoaded, kLoading, kLoaded };
+const char* ModelStateName(ModelState state);  // "not_loaded", "loading", "loaded"
+
+struct CatalogueEntry {
+  std::shared_ptr<const ModelCard> card;
+  ModelState state = ModelState::kNotLoaded;
+  int64_t resident_bytes = 0;  // 0 unless loaded
+};
+using CardMap = std::map<std::string, std::shared_ptr<const ModelCard>>;
 
 class ModelRegistry {
  public:
@@ -56,13 +80,29 @@ class ModelRegistry {
   ModelRegistry(const ModelRegistry&) = delete;
   ModelRegistry& operator=(const ModelRegistry&) = delete;
 
-  // The model a request names. An empty name picks the only model; with several,
-  // INVALID_ARGUMENT. An unknown name: NOT_FOUND listing the loaded names. The model stays
-  // alive (and its engine running) while the caller holds it.
+  // The model a request names, loaded first when it is catalogued and not loaded (the caller
+  // waits). An empty name picks the only model; with several, INVALID_ARGUMENT. An unknown
+  // name: NOT_FOUND listing the names. The model stays alive (and its engine running) while the
+  // caller holds it.
   absl::StatusOr<std::shared_ptr<LoadedModel>> Find(const std::string& name) const;
-  // The models served now (a snapshot).
+  // The models loaded now (a snapshot).
   std::map<std::string, std::shared_ptr<LoadedModel>> models() const;
-  std::string Names() const;
+  // Every model served, loaded or not: what routing and listings see.
+  CardMap cards() const;
+  std::map<std::string, CatalogueEntry> catalogue() const;
+  std::string Names() const;  // every model's name
+
+  // The memory budget in bytes (0: none). Lowering it unloads models at once.
+  void SetBudget(int64_t bytes);
+  int64_t budget() const { return budget_bytes_.load(); }
+  struct ResidencyStats {
+    int64_t loaded = 0, loaded_bytes = 0, catalogued = 0;
+    std::map<std::string, uint64_t> loads;    // by reason: start, request, reload
+    std::map<std::string, uint64_t> unloads;  // by reason: budget, removed, replaced
+    uint64_t waited_for_load = 0;             // Finds that waited for a load
+  };
+  ResidencyStats residency_stats() const;
+  const AtomicHistogram& cold_start_seconds() const { return cold_start_seconds_; }
 
   // Called (outside the registry's locks, from the thread that changes the set) when a name
   // starts serving (true: loaded, or replaced) or stops (false: removed, or a new name that
@@ -100,28 +140,52 @@ class ModelRegistry {
  private:
   using ModelMap = std::map<std::string, std::shared_ptr<LoadedModel>>;
   // Apply's steps; each returns false once the registry has shut down (Apply stops there).
-  bool RemoveUnwanted(const ModelMap& current, const std::set<std::string>& wanted,
+  bool RemoveUnwanted(const CardMap& current, const std::set<std::string>& wanted,
                       ApplyResult* result);
   bool LoadOrReplace(const ModelSpec& spec, const ModelMap& current,
                      std::vector<std::shared_ptr<LoadedModel>>* loaded_now, ApplyResult* result);
+  bool Catalogue(const ModelSpec& spec, ApplyResult* result);
+  // The load behind a Find of a catalogued model (load_mu_ held by the caller).
+  absl::StatusOr<std::shared_ptr<LoadedModel>> LoadOnDemand(const std::string& name);
+  // Unloads least recently used models until `incoming` more bytes fit the budget, and waits
+  // until the retiring ones are freed. RESOURCE_EXHAUSTED when they cannot fit.
+  absl::Status MakeRoom(const std::string& name, int64_t incoming);
+  // Puts a model loaded now into its slot, retiring what was there; false after Shutdown.
+  bool Install(const std::string& name, std::shared_ptr<LoadedModel> fresh,
+               const char* unload_reason);
+  struct Slot {
+    std::shared_ptr<const ModelCard> card;
+    std::shared_ptr<LoadedModel> loaded;  // null while not loaded
+    bool loading = false;
+  };
   struct Retiring {
     absl::Time since;
     bool forced = false;  // its engine was shut down at the drain timeout
+    int64_t bytes = 0;    // its share of the budget when it retired
   };
   // Wraps a newly loaded model: its last reference hands it to the reaper.
   std::shared_ptr<LoadedModel> Own(std::unique_ptr<LoadedModel> model);
   void Released(LoadedModel* model);
   // Moves a model taken out of the set (under mu_) into retirement, starting the reaper if it
   // is not running; the caller drops `model` after the lock.
-  void RetireLocked(const std::shared_ptr<LoadedModel>& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RetireLocked(const std::shared_ptr<LoadedModel>& model, const char* reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReaperLoop();
   void Notify(const std::string& name, bool serving) const;
 
   // The set served; read by every request (Find), hence a reader-writer lock.
   mutable absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<LoadedModel>> models_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Slot> slots_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   ReloadStats stats_ ABSL_GUARDED_BY(mu_);
+  ResidencyStats residency_ ABSL_GUARDED_BY(mu_);
+
+  // Loads on demand, one at a time (Find is const: loading is invisible to its callers, the set
+  // of names does not change). Where held with mu_ or reaper_mu_, load_mu_ is first.
+  mutable std::mutex load_mu_;
+  mutable std::atomic<int64_t> use_counter_{0};
+  std::atomic<int64_t> budget_bytes_{0};
+  AtomicHistogram cold_start_seconds_{AtomicHistogram::SecondsBounds()};
 
   // Retirement: the models out of the set and the reaper that frees them. The reaper waits on a
   // std::condition_variable rather than in absl::Mutex::Await: ThreadSanitizer intercepts the
@@ -129,7 +193,9 @@ class ModelRegistry {
   // inside Debian's Abseil, which is built without it. Where both locks are held, mu_ is first.
   mutable std::mutex reaper_mu_;
   std::condition_variable reaper_wake_;        // released_ gained a model, or stopping_ was set
+  std::condition_variable freed_;              // a retiring model was freed
   std::map<LoadedModel*, Retiring> retiring_;  // guarded by reaper_mu_
+  int64_t retiring_bytes_ = 0;                 // guarded by reaper_mu_: theirs, as counted
   std::vector<LoadedModel*> released_;         // guarded by reaper_mu_: retired, unreferenced
   std::thread reaper_;                         // guarded by reaper_mu_
   bool reaper_running_ = false;                // guarded by reaper_mu_

@@ -11,19 +11,19 @@
 namespace glossa::server {
 namespace {
 
-using ModelMap = std::map<std::string, std::shared_ptr<LoadedModel>>;
+using ModelMap = CardMap;
 
 // Routing order: higher priority, bilingual before multilingual, smaller file, name.
-bool Before(const LoadedModel& a, const LoadedModel& b) {
-  const bool a_multi = !a.model->info().languages.empty();
-  const bool b_multi = !b.model->info().languages.empty();
+bool Before(const ModelCard& a, const ModelCard& b) {
+  const bool a_multi = !a.info.languages.empty();
+  const bool b_multi = !b.info.languages.empty();
   return std::make_tuple(-a.spec.priority, a_multi, a.stamp.size, a.name) <
          std::make_tuple(-b.spec.priority, b_multi, b.stamp.size, b.name);
 }
 
-std::shared_ptr<LoadedModel> Best(const ModelMap& models, absl::string_view source,
+std::shared_ptr<const ModelCard> Best(const ModelMap& models, absl::string_view source,
                                   absl::string_view target) {
-  std::shared_ptr<LoadedModel> best;
+  std::shared_ptr<const ModelCard> best;
   for (const auto& [name, model] : models) {
     if (Covers(*model, source, target) && (best == nullptr || Before(*model, *best))) {
       best = model;
@@ -58,9 +58,9 @@ std::string Route::Name() const {
   return second == nullptr ? first->name : absl::StrCat(first->name, "+", second->name);
 }
 
-bool Covers(const LoadedModel& model, absl::string_view source, absl::string_view target) {
+bool Covers(const ModelCard& model, absl::string_view source, absl::string_view target) {
   if (source.empty() || target.empty()) return false;
-  return ResolveLanguages(model.model->info(), model.model->tokenizer(), source, target).ok();
+  return CheckLanguages(model.info, model.target_prefix_tokens, source, target).ok();
 }
 
 absl::StatusOr<Route> RouteLanguages(const ModelMap& models, absl::string_view source,
@@ -91,7 +91,7 @@ absl::StatusOr<Route> RouteLanguages(const ModelMap& models, absl::string_view s
 std::set<std::string> SourceLanguagesOf(const ModelMap& models) {
   std::set<std::string> out;
   for (const auto& [name, model] : models) {
-    const ModelInfo& info = model->model->info();
+    const ModelInfo& info = model->info;
     if (info.languages.empty()) {
       AddCodes(SourceLanguages(info), &out);
     } else {
@@ -104,9 +104,9 @@ std::set<std::string> SourceLanguagesOf(const ModelMap& models) {
 std::set<std::string> TargetLanguagesOf(const ModelMap& models) {
   std::set<std::string> out;
   for (const auto& [name, model] : models) {
-    const ModelInfo& info = model->model->info();
+    const ModelInfo& info = model->info;
     if (info.languages.empty()) {
-      AddCodes(TargetLanguages(info, model->model->tokenizer()), &out);
+      AddCodes(TargetLanguages(info, model->target_prefix_tokens), &out);
     } else {
       AddMultilingual(info, &out);
     }

@@ -15,7 +15,7 @@
 namespace glossa::server {
 namespace {
 
-using ModelMap = std::map<std::string, std::shared_ptr<LoadedModel>>;
+using ModelMap = CardMap;
 
 bool IsBlank(const std::string& text) {
   return text.find_first_not_of(" \t\r\n") == std::string::npos;
@@ -102,7 +102,7 @@ bool NeedsRouting(const v1::TranslateRequest& request, const ModelMap& models) {
 
 std::set<std::string> AutoCandidates(const ModelRegistry& registry, const std::string& model,
                                      const std::string& target, const std::string& pivot) {
-  return Candidates(registry.models(), model, target, pivot);
+  return Candidates(registry.cards(), model, target, pivot);
 }
 
 v1::DecodingOptions FirstHopOptions(const v1::DecodingOptions& options) {
@@ -118,7 +118,7 @@ absl::StatusOr<RoutedRequest> RouteRequest(const v1::TranslateRequest& given,
                                            const ModelRegistry& registry,
                                            const std::string& pivot) {
   RoutedRequest out;
-  const ModelMap models = registry.models();
+  const ModelMap models = registry.cards();
   v1::TranslateRequest request = given;
   // One model: every request is its (as when it names it).
   if (request.model().empty() && models.size() == 1) request.set_model(models.begin()->first);

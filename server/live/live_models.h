@@ -2,10 +2,11 @@
 // model file it names, changes, and applies it to the registry (ModelRegistry::Apply). A file
 // that cannot be read or parsed changes nothing; each reload's outcome is counted in the
 // registry's ReloadStats (glossa_model_reloads_total).
-#ifndef GLOSSA_SERVER_MODELS_LIVE_MODELS_H_
-#define GLOSSA_SERVER_MODELS_LIVE_MODELS_H_
+#ifndef GLOSSA_SERVER_LIVE_LIVE_MODELS_H_
+#define GLOSSA_SERVER_LIVE_LIVE_MODELS_H_
 
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -22,8 +23,9 @@ class LiveModels {
   // `registry` (loaded from the same file) must outlive this object. poll: how often the files'
   // identities are checked; a change is applied once it has held still for one poll (so that
   // a file being written is not read half way). Zero: no polling, only Reload().
+  // flag_budget: the memory budget in bytes (--max_loaded_mb) while the file sets none.
   LiveModels(ModelRegistry* registry, std::string config_path, ModelDefaults defaults,
-             absl::Duration poll);
+             absl::Duration poll, int64_t flag_budget = 0);
   ~LiveModels();  // Stop()
 
   void Start();
@@ -41,6 +43,7 @@ class LiveModels {
   const std::string path_;
   const ModelDefaults defaults_;
   const absl::Duration poll_;
+  const int64_t flag_budget_;
   std::thread thread_;
   // The thread waits on these for a request or its tick. std::mutex and std::condition_variable
   // rather than absl::Mutex::Await: ThreadSanitizer intercepts the pthread calls under them, but
@@ -54,4 +57,4 @@ class LiveModels {
 
 }  // namespace glossa::server
 
-#endif  // GLOSSA_SERVER_MODELS_LIVE_MODELS_H_
+#endif  // GLOSSA_SERVER_LIVE_LIVE_MODELS_H_

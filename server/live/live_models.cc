@@ -1,4 +1,4 @@
-#include "server/models/live_models.h"
+#include "server/live/live_models.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,10 +12,10 @@
 namespace glossa::server {
 
 LiveModels::LiveModels(ModelRegistry* registry, std::string config_path, ModelDefaults defaults,
-                       absl::Duration poll)
+                       absl::Duration poll, int64_t flag_budget)
     : registry_(registry), path_(std::move(config_path)), defaults_(std::move(defaults)),
-      poll_(poll) {
-  for (const auto& [name, entry] : registry_->models()) watched_paths_.push_back(entry->path);
+      poll_(poll), flag_budget_(flag_budget) {
+  for (const auto& [name, card] : registry_->cards()) watched_paths_.push_back(card->spec.path);
 }
 
 LiveModels::~LiveModels() { Stop(); }
@@ -54,17 +54,23 @@ std::string LiveModels::Fingerprint() const {
 void LiveModels::ReloadNow(const char* why) {
   std::fprintf(stderr, "glossa-server: reloading %s (%s)\n", path_.c_str(), why);
   std::fflush(stderr);
-  auto specs = ReadModelConfig(path_, defaults_);
-  if (!specs.ok()) {
+  auto served = ReadServedModels(path_, defaults_);
+  if (!served.ok()) {
     std::fprintf(stderr, "glossa-server: reload failed, the models stay as they were: %s\n",
-                 std::string(specs.status().message()).c_str());
+                 std::string(served.status().message()).c_str());
     std::fflush(stderr);
     registry_->RecordReload(false);
     return;
   }
   watched_paths_.clear();
-  for (const ModelSpec& spec : *specs) watched_paths_.push_back(spec.path);
-  const ModelRegistry::ApplyResult result = registry_->Apply(*specs);
+  for (const ModelSpec& spec : served->specs) watched_paths_.push_back(spec.path);
+  // A smaller budget unloads models before anything loads; a larger one, after removals.
+  const int64_t budget = served->max_loaded_mb >= 0 ? served->max_loaded_mb << 20 : flag_budget_;
+  if (budget > 0 && (registry_->budget() == 0 || budget < registry_->budget())) {
+    registry_->SetBudget(budget);
+  }
+  const ModelRegistry::ApplyResult result = registry_->Apply(served->specs);
+  registry_->SetBudget(budget);
   registry_->RecordReload(result.failed.empty());
   std::fprintf(stderr,
                "glossa-server: reload %s: %zu added, %zu replaced, %zu removed, %zu failed%s%s; "

@@ -64,7 +64,7 @@ import test_server as ts  # noqa: E402  (stubs, constants)
 
 SKIPPED = 77
 PIVOT = catalogue_models.PIVOT
-RPC_TIMEOUT_S = 120     # a request may wait for loads behind 31 others on 2 cores
+RPC_TIMEOUT_S = 60      # a request may wait for loads behind 31 others on 2 cores
 STARTUP_TIMEOUT_S = 60
 SAMPLE_S = 0.1          # VmRSS sampling period
 STATES_S = 0.5          # ListModels sampling period
@@ -437,7 +437,10 @@ class Traffic:
     def client(self, index, deadline):
         rng = random.Random(self.seed * 1000 + index)
         import grpc
-        while time.monotonic() < deadline:
+        # Past the deadline, until every job was sent once (a slow server or a short run), for
+        # at most RPC_TIMEOUT_S more.
+        while (time.monotonic() < deadline or
+               (self.next_job < len(self.jobs) and time.monotonic() < deadline + RPC_TIMEOUT_S)):
             try:
                 problem = self.one(rng)
             except grpc.RpcError as e:
@@ -687,7 +690,7 @@ def traffic(args, server, catalogue, routes, refs, texts, budget_mb, total_bytes
     began = time.monotonic()
     threads = load.run(args.duration)
     for t in threads:
-        t.join(args.duration + 2 * RPC_TIMEOUT_S)
+        t.join(max(began + args.duration + 3 * RPC_TIMEOUT_S - time.monotonic(), 0))
     elapsed = time.monotonic() - began
     stuck = sum(t.is_alive() for t in threads)
     for sampler in (rss, health) + ((listing,) if listing else ()):
@@ -708,12 +711,14 @@ def traffic(args, server, catalogue, routes, refs, texts, budget_mb, total_bytes
                 for f in (0.25, 0.5, 0.75, 1.0)]
     print("test_catalogue: VmRSS peak by 25/50/75/100% of the traffic: " +
           ", ".join(f"{v / MIB:.0f}" for v in timeline) + " MiB")
-    check(not stuck, f"{stuck} client threads still running {2 * RPC_TIMEOUT_S} s after the end")
+    check(not stuck, f"{stuck} client threads still running {3 * RPC_TIMEOUT_S} s after the end")
+    kinds = collections.Counter(re.sub(r"'[^']*'|\d+", "_", e)[:90] for e in load.errors)
     check(not load.errors, f"{len(load.errors)} requests failed or differ; the first:\n  " +
-          "\n  ".join(load.errors[:10]))
+          "\n  ".join(load.errors[:10]) + "\nby kind:\n  " +
+          "\n  ".join(f"{n} x {k}" for k, n in kinds.most_common(10)))
     check(load.next_job >= len(load.jobs),
-          f"{load.next_job} requests sent, fewer than the {len(load.jobs)} pairs and ways: "
-          "a longer --duration is needed")
+          f"{load.next_job} requests sent in {elapsed:.0f} s, fewer than the {len(load.jobs)} "
+          "pairs and ways")
     check(not rss.problems and not health.problems,
           f"sampling failed: {(rss.problems + health.problems)[:3]}")
     check(all(v for _, v in health.samples), "health was not SERVING at some point")
@@ -746,14 +751,14 @@ def traffic(args, server, catalogue, routes, refs, texts, budget_mb, total_bytes
     text = server.metrics()
     loads = metric_total(text, "glossa_model_loads_total")
     unloads = metric_total(text, "glossa_model_unloads_total")
-    check(loads >= len(history) and unloads > 0,
+    check(loads >= len(catalogue.models) and unloads > 0,  # each model was asked for
           f"glossa_model_loads_total {loads}, glossa_model_unloads_total {unloads}")
-    check(all(labels.startswith("reason=") for labels in
+    check(all("reason=" in labels for labels in
               list(metric_samples(text, "glossa_model_loads_total")) +
               list(metric_samples(text, "glossa_model_unloads_total"))),
           "loads/unloads without a reason label")
-    check(metric_total(text, "glossa_model_cold_start_seconds_count") == loads,
-          "glossa_model_cold_start_seconds_count differs from the loads")
+    cold = metric_total(text, "glossa_model_cold_start_seconds_count")
+    check(0 < cold <= loads, f"glossa_model_cold_start_seconds_count {cold}, loads {loads}")
     check(metric_total(text, "glossa_requests_waited_for_load_total") > 0,
           "no request waited for a load")
     check(0 < metric_total(text, "glossa_models_loaded") <= len(catalogue.models),

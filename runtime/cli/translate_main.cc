@@ -4,6 +4,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -18,10 +19,16 @@
 #include "absl/time/clock.h"
 #include "cli/control_flags.h"
 #include "engine/translator.h"
+#include "model/model_file.h"
+#include "text/languages.h"
+#include "text/tokenizer.h"
 #include "util/threads.h"
 
-ABSL_FLAG(std::string, model, "", "Glossa model file (made by model_tools/glossa-convert). "
-          "Default: the bundled demo model.");
+ABSL_FLAG(std::vector<std::string>, model, {},
+          "Glossa model file (made by model_tools/glossa-convert); several, comma-separated: the "
+          "one that covers --source_language -> --target_language translates (a bilingual model "
+          "before a multilingual one, then the smaller file, then the order given). Default: the "
+          "bundled demo model.");
 ABSL_FLAG(std::string, input, "", "Input file, one sentence per line (default: stdin)");
 ABSL_FLAG(std::string, output, "", "Output file (default: stdout)");
 ABSL_FLAG(int, beam_size, 0, "Beam size; 1 = greedy; 0 = the default (4)");
@@ -160,6 +167,41 @@ absl::Status CheckGlossary(const glossa::Model& model, const Glossary& glossary,
   return absl::OkStatus();
 }
 
+// Of several model files, the one that covers source -> target: bilingual before multilingual,
+// then the smaller file, then the order given. Reads each file's header and vocabulary only.
+absl::StatusOr<std::string> ChooseModel(const std::vector<std::string>& paths,
+                                        const std::string& source, const std::string& target) {
+  if (paths.size() == 1) return paths.front();
+  if (source.empty() || target.empty()) {
+    return absl::InvalidArgumentError(
+        "with several --model files, give --source_language and --target_language: they choose "
+        "the model");
+  }
+  std::tuple<bool, uint64_t, size_t> best_key;
+  std::string best;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    auto file = glossa::ModelFile::Open(paths[i], /*verify_checksums=*/false);
+    if (!file.ok()) return file.status();
+    auto info = glossa::ParseModelInfo((*file)->header());
+    if (!info.ok()) return info.status();
+    auto tokenizer = glossa::Tokenizer::Load(**file, info->config);
+    if (!tokenizer.ok()) return tokenizer.status();
+    if (!glossa::CheckLanguages(*info, (*tokenizer)->target_prefix_tokens(), source, target).ok()) {
+      continue;
+    }
+    const auto key = std::make_tuple(!info->languages.empty(), (*file)->size_bytes(), i);
+    if (best.empty() || key < best_key) {
+      best_key = key;
+      best = paths[i];
+    }
+  }
+  if (best.empty()) {
+    return absl::NotFoundError(absl::StrCat("none of the --model files translates '", source,
+                                            "' into '", target, "'"));
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,8 +213,16 @@ int main(int argc, char** argv) {
       "  glossa-translate --model MODEL.glossa [--beam_size N] < in.txt > out.txt");
   absl::ParseCommandLine(argc, argv);
   glossa::SetComputeThreads(absl::GetFlag(FLAGS_threads));
-  std::string model_path = absl::GetFlag(FLAGS_model);
-  if (model_path.empty()) model_path = DefaultModelPath(argv[0]);
+  std::vector<std::string> model_paths = absl::GetFlag(FLAGS_model);
+  if (model_paths.empty()) model_paths.push_back(DefaultModelPath(argv[0]));
+  auto chosen = ChooseModel(model_paths, absl::GetFlag(FLAGS_source_language),
+                            absl::GetFlag(FLAGS_target_language));
+  if (!chosen.ok()) {
+    std::cerr << "glossa-translate: " << chosen.status().message() << "\n";
+    return 2;
+  }
+  const std::string model_path = *chosen;
+  if (model_paths.size() > 1) std::cerr << "glossa-translate: model " << model_path << "\n";
   glossa::ModelOptions model_options;
   model_options.compute_type = absl::GetFlag(FLAGS_compute_type);
   model_options.float32_output_layer = absl::GetFlag(FLAGS_float32_output_layer);

@@ -1,6 +1,7 @@
 #include "server/grpc/translate_run.h"
 
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_join.h"
@@ -170,7 +171,15 @@ void TranslateRun::PartDone(size_t i, JobResult result) {
   Part& part = *parts_[i];
   std::vector<Translation> translations = Finished(context_.cache, &part, *std::move(result));
   if (!part.routed.pivot.empty() && !part.second_hop) {
-    if (absl::Status next = NextHop(i, translations); !next.ok()) Fail(next);
+    if (context_.registry->IsLoaded(part.routed.second.model())) {
+      if (absl::Status next = NextHop(i, translations); !next.ok()) Fail(next);
+      return;
+    }
+    // The second model loads first: not on this thread, an engine worker of the first model
+    // that its other requests wait for (and that unloading it would join).
+    std::thread([self = shared_from_this(), i, translations = std::move(translations)] {
+      if (absl::Status next = self->NextHop(i, translations); !next.ok()) self->Fail(next);
+    }).detach();
     return;
   }
   part.translations = std::move(translations);

@@ -4,9 +4,10 @@
 //
 // Under a memory budget (--max_loaded_mb), loading a model first unloads the least recently used
 // others until the estimated resident total fits: idle models first, then busy ones, which stop
-// taking requests and drain (retire, below) before the load goes on. A model bigger than the
-// whole budget is refused (RESOURCE_EXHAUSTED). One load runs at a time; requests for loaded
-// models never wait for it.
+// taking requests and drain (retire, below); the load waits up to 2 s for them to be freed, then
+// goes on (their holders may be waiting for a load themselves). A model bigger than the whole
+// budget is refused (RESOURCE_EXHAUSTED). One load runs at a time; requests for loaded models
+// never wait for it.
 //
 // The set may change while the server runs (Apply, driven by LiveModels from --model_config):
 // a request holds its model through the shared_ptr that Find returns, so a model removed or
@@ -91,6 +92,7 @@ class ModelRegistry {
   CardMap cards() const;
   std::map<std::string, CatalogueEntry> catalogue() const;
   std::string Names() const;  // every model's name
+  bool IsLoaded(const std::string& name) const;  // Find would not wait for a load
 
   // The memory budget in bytes (0: none). Lowering it unloads models at once.
   void SetBudget(int64_t bytes);
@@ -147,8 +149,8 @@ class ModelRegistry {
   bool Catalogue(const ModelSpec& spec, ApplyResult* result);
   // The load behind a Find of a catalogued model (load_mu_ held by the caller).
   absl::StatusOr<std::shared_ptr<LoadedModel>> LoadOnDemand(const std::string& name);
-  // Unloads least recently used models until `incoming` more bytes fit the budget, and waits
-  // until the retiring ones are freed. RESOURCE_EXHAUSTED when they cannot fit.
+  // Unloads least recently used models until `incoming` more bytes fit the budget, and waits a
+  // little for them to be freed. RESOURCE_EXHAUSTED when `incoming` exceeds the whole budget.
   absl::Status MakeRoom(const std::string& name, int64_t incoming);
   // Puts a model loaded now into its slot, retiring what was there; false after Shutdown.
   bool Install(const std::string& name, std::shared_ptr<LoadedModel> fresh,

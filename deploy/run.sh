@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The two commands of the README.
 #   deploy/run.sh serve [glossa-server flags]   install, build, serve the bundled demo model
-#   deploy/run.sh test  [ctest flags]           install, build, run every test but the soak and
-#                                               shapes tests (name them, e.g. -L soak, to run them),
+#   deploy/run.sh test  [ctest flags]           install, build, run every test but the soak,
+#                                               shapes and catalogue tests (name them, e.g. -L
+#                                               soak, to run them),
 #                                               then the unit and server tests again under
 #                                               ASan+UBSan, then each fuzz target for a short while
 # Environment: BUILD_DIR (default build), JOBS (default: number of cores),
@@ -54,9 +55,9 @@ case "${1:-}" in
     configure_and_build "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DGLOSSA_BUILD_TESTS=ON
     status=0
     # Minutes-long load tests and the released-size random models (gigabytes): only when asked
-    # for by name (-L soak, -L shapes).
-    exclude=(-LE 'soak|shapes')
-    case " $* " in *soak*|*shapes*) exclude=() ;; esac
+    # for by name (-L soak, -L shapes, -L catalogue).
+    exclude=(-LE 'soak|shapes|catalogue')
+    case " $* " in *soak*|*shapes*|*catalogue*) exclude=() ;; esac
     (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 1500 -j "$JOBS" "${exclude[@]}" "$@") ||
       status=$?
     if [ "${GLOSSA_SANITIZERS:-1}" != 0 ]; then

@@ -30,6 +30,7 @@
 #include "server/live/live_models.h"
 #include "server/models/model_config.h"
 #include "server/models/model_registry.h"
+#include "util/malloc_tuning.h"
 #include "util/status_macros.h"
 #include "util/threads.h"
 #include "util/usage.h"
@@ -373,6 +374,14 @@ absl::StatusOr<ServedModels> ModelSpecs(const ModelDefaults& defaults, const cha
   return served;
 }
 
+// Whether the server may unload models to stay within a memory budget (then it hands freed
+// memory back to the system rather than keep it for the next allocations).
+bool UnloadsModels(const ServedModels& served) {
+  if (served.max_loaded_mb > 0 || absl::GetFlag(FLAGS_max_loaded_mb) > 0) return true;
+  return std::any_of(served.specs.begin(), served.specs.end(),
+                     [](const ModelSpec& spec) { return spec.on_demand; });
+}
+
 absl::StatusOr<std::unique_ptr<ModelRegistry>> LoadModels(const ServedModels& served) {
   GLOSSA_ASSIGN_OR_RETURN(std::unique_ptr<ModelRegistry> registry,
                           ModelRegistry::Load(served.specs));
@@ -622,6 +631,7 @@ int main(int argc, char** argv) {
   if (!defaults.ok()) return Fail(defaults.status());
   auto specs = ModelSpecs(*defaults, argv[0]);
   if (!specs.ok()) return Fail(specs.status());
+  if (UnloadsModels(*specs)) glossa::ReturnFreedMemory();
   auto registry = LoadModels(*specs);
   if (!registry.ok()) return Fail(registry.status());
 

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -19,12 +20,20 @@ bool EnvironmentTunesMalloc() {
   return false;
 }
 
+std::atomic<bool> keep_defaults{false};
+
 }  // namespace
+
+bool ReturnFreedMemory() {
+  keep_defaults = true;
+  if (EnvironmentTunesMalloc()) return false;
+  return mallopt(M_MMAP_THRESHOLD, 128 << 10) == 1;
+}
 
 bool RetainFreedMemory() {
   // A function-local static is initialised once, thread-safely.
   static const bool tuned = [] {
-    if (EnvironmentTunesMalloc()) return false;
+    if (keep_defaults || EnvironmentTunesMalloc()) return false;
     // glibc's mallopt returns 1 on success.
     return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 256 << 20) == 1;
   }();

@@ -202,6 +202,9 @@ absl::Status TranslateRun::NextHop(size_t i, const std::vector<Translation>& fir
   for (const Translation& t : first) {
     request.add_texts(t.hypotheses.empty() ? std::string() : t.hypotheses.front().text);
   }
+  // The first model is not needed any more: released before the second may have to load (which
+  // may unload it).
+  part.p.reset();
   GLOSSA_RETURN_IF_ERROR(Prepare(context_, request, &part));
   part.second_hop = true;
   return Submit(i);

@@ -27,6 +27,14 @@ int64_t EstimateBytes(const ModelSpec& spec, const FileStamp& stamp, const std::
 
 }  // namespace
 
+int64_t OutputLayerExtras(const ModelCard& card) {
+  const ModelConfig& c = card.info.config;
+  const bool float32_output =
+      card.info.dtype == "float32" || card.spec.model_options.float32_output_layer;
+  if (!card.spec.model_options.argmax_screen || !float32_output) return 0;
+  return int64_t{c.target_vocab_size} * c.d_model * 5;
+}
+
 absl::StatusOr<std::shared_ptr<const ModelCard>> ReadModelCard(const ModelSpec& spec) {
   auto card = std::make_shared<ModelCard>();
   card->name = spec.name;

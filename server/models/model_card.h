@@ -28,6 +28,16 @@ struct ModelCard {
   int64_t estimated_bytes = 0;
 };
 
+// What a model's first requests add to its output layer: with a greedy screen of a float32
+// output layer (ModelOptions::argmax_screen), the screen (one byte per weight) and, for beam
+// search, the layer's copy in the matmul layout (four bytes per weight).
+int64_t OutputLayerExtras(const ModelCard& card);
+
+// What loading the model is expected to take before it has been loaded once.
+inline int64_t ExpectedBytes(const ModelCard& card) {
+  return card.estimated_bytes + OutputLayerExtras(card);
+}
+
 // Reads the header and vocabulary of spec.path (the weights stay on disk): INVALID_ARGUMENT or
 // NOT_FOUND naming the file when it is not a model Glossa can load.
 absl::StatusOr<std::shared_ptr<const ModelCard>> ReadModelCard(const ModelSpec& spec);

@@ -1,12 +1,14 @@
 #include "server/models/model_registry.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,6 +45,16 @@ std::unique_ptr<LoadedModel> NewLoaded(const ModelSpec& spec, const FileStamp& s
   entry->engine = std::make_unique<Engine>(entry->model, spec.engine_options);
   entry->generation = next_generation.fetch_add(1);
   return entry;
+}
+
+// This process's resident memory, in bytes (0 when /proc cannot be read).
+int64_t ProcessRss() {
+  long pages = 0, resident = 0;
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  const bool read = std::fscanf(f, "%ld %ld", &pages, &resident) == 2;
+  std::fclose(f);
+  return read ? int64_t{resident} * sysconf(_SC_PAGESIZE) : 0;
 }
 
 std::string Mb(int64_t bytes) { return absl::StrCat((bytes + (1 << 19)) >> 20, " MB"); }
@@ -88,12 +100,15 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(
     } else {
       const FileStamp stamp = StampFile(spec.path);
       std::shared_ptr<const Model>& model = by_key[MappingKey(spec)];
+      const int64_t rss_before = ProcessRss();
+      const bool shared = model != nullptr;
       if (model == nullptr) {
         auto loaded = Model::Load(spec.path, spec.model_options);
         if (!loaded.ok()) return loaded.status();
         model = *std::move(loaded);
       }
       slot.loaded = registry->Own(NewLoaded(spec, stamp, model));
+      if (!shared) slot.loaded->load_bytes = ProcessRss() - rss_before;
       slot.loaded->last_used = registry->use_counter_.fetch_add(1) + 1;
       slot.card = slot.loaded->card;
     }
@@ -106,7 +121,8 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(
 }
 
 int64_t LoadedModel::ResidentBytes() const {
-  return card->estimated_bytes + engine->stats().kv_bytes_allocated;
+  return std::max(card->estimated_bytes, load_bytes) + OutputLayerExtras(*card) +
+         engine->stats().kv_bytes_allocated;
 }
 
 const char* ModelStateName(ModelState state) {
@@ -259,6 +275,14 @@ bool ModelRegistry::IsLoaded(const std::string& name) const {
   return it != slots_.end() && it->second.loaded != nullptr;
 }
 
+bool ModelRegistry::AllLoaded() const {
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [name, slot] : slots_) {
+    if (slot.loaded == nullptr) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::Find(const std::string& name) const {
   std::string found;
   {
@@ -288,6 +312,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::Find(const std::stri
 absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::LoadOnDemand(const std::string& name) {
   std::unique_lock<std::mutex> load_lock(load_mu_);
   std::shared_ptr<const ModelCard> card;
+  int64_t incoming = 0;  // what the load is expected to take: as it took last time, if known
   {
     absl::MutexLock lock(&mu_);
     ++residency_.waited_for_load;
@@ -302,17 +327,19 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::LoadOnDemand(const s
     }
     if (shut_down_) return absl::UnavailableError("the server is shutting down");
     card = it->second.card;
+    incoming = std::max(ExpectedBytes(*card), it->second.known_bytes);
     it->second.loading = true;
   }
   auto done_loading = [&] {
     absl::MutexLock lock(&mu_);
     if (auto it = slots_.find(name); it != slots_.end()) it->second.loading = false;
   };
-  if (absl::Status room = MakeRoom(name, card->estimated_bytes); !room.ok()) {
+  if (absl::Status room = MakeRoom(name, incoming); !room.ok()) {
     done_loading();
     return room;
   }
   const absl::Time start = absl::Now();
+  const int64_t rss_before = ProcessRss();
   auto model = Model::Load(card->spec.path, card->spec.model_options);
   if (!model.ok()) {
     done_loading();
@@ -326,6 +353,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::LoadOnDemand(const s
   std::shared_ptr<LoadedModel> fresh =
       Own(NewLoaded(card->spec, StampFile(card->spec.path), *std::move(model)));
   fresh->last_used = use_counter_.fetch_add(1) + 1;
+  fresh->load_bytes = ProcessRss() - rss_before;
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   cold_start_seconds_.Observe(seconds);
   done_loading();
@@ -350,43 +378,63 @@ absl::Status ModelRegistry::MakeRoom(const std::string& name, int64_t incoming) 
         "model ", QuoteForMessage(name), " needs about ", Mb(incoming),
         ", more than the whole memory budget (--max_loaded_mb ", budget >> 20, ")"));
   }
-  // Victims, least recently used first: idle models (nothing holds them but the registry), then
-  // busy ones, which stop taking requests and drain.
-  std::vector<std::pair<std::string, std::shared_ptr<LoadedModel>>> victims;
-  int64_t loaded_bytes = 0;
-  for (const auto& [other, model] : models()) {
-    if (other == name) continue;
-    loaded_bytes += model->ResidentBytes();
-    victims.emplace_back(other, model);
+  // Busy models (a request holds them) are left alone while kBusyWait lasts: their requests
+  // usually end within it, and unloading one now would let a request load it again beside its
+  // draining copy. After it, they go too (they finish their requests first): a request may hold
+  // one while it waits for this load itself (an "auto" request's next language).
+  constexpr absl::Duration kBusyWait = absl::Seconds(5);
+  const absl::Time busy_allowed = absl::Now() + kBusyWait;
+  while (!Unload(name, incoming, budget, absl::Now() >= busy_allowed)) {
+    absl::SleepFor(absl::Milliseconds(10));
   }
-  std::sort(victims.begin(), victims.end(), [](const auto& a, const auto& b) {
-    // use_count: the registry's slot, this list's copy, and any request's.
-    const bool a_busy = a.second.use_count() > 2, b_busy = b.second.use_count() > 2;
-    return std::make_pair(a_busy, a.second->last_used.load()) <
-           std::make_pair(b_busy, b.second->last_used.load());
+  return absl::OkStatus();
+}
+
+bool ModelRegistry::Unload(const std::string& name, int64_t incoming, int64_t budget,
+                           bool busy_too) {
+  // Least recently used first, idle ones before busy ones.
+  struct Victim {
+    bool busy;
+    int64_t last_used;
+    std::string name;
+    std::shared_ptr<LoadedModel> model;
+  };
+  std::vector<Victim> victims;
+  int64_t loaded_bytes = 0;
+  for (auto& [other, model] : models()) {
+    loaded_bytes += model->ResidentBytes();
+    if (other == name) continue;
+    // use_count: the registry's slot, the map models() returned, and any request's.
+    victims.push_back({model.use_count() > 2, model->last_used.load(), other, model});
+  }
+  std::sort(victims.begin(), victims.end(), [](const Victim& a, const Victim& b) {
+    return std::tie(a.busy, a.last_used) < std::tie(b.busy, b.last_used);
   });
-  for (auto& [other, model] : victims) {
-    if (loaded_bytes + incoming <= budget) break;
+  std::vector<const LoadedModel*> idle;  // retired with nothing else holding them
+  for (Victim& v : victims) {
+    if (loaded_bytes + incoming <= budget || (v.busy && !busy_too)) break;
     absl::MutexLock lock(&mu_);
-    auto it = slots_.find(other);
-    if (it == slots_.end() || it->second.loaded != model) continue;
-    loaded_bytes -= model->ResidentBytes();
+    auto it = slots_.find(v.name);
+    if (it == slots_.end() || it->second.loaded != v.model) continue;
+    loaded_bytes -= v.model->ResidentBytes();
+    it->second.known_bytes = v.model->ResidentBytes();
     it->second.loaded = nullptr;
-    RetireLocked(model, "budget");
-    Log(absl::StrCat("model ", other, ": unloading (least recently used) to make room for ",
-                     name, " within ", Mb(budget)));
+    if (!v.busy) idle.push_back(v.model.get());
+    RetireLocked(v.model, "budget");
+    Log(absl::StrCat("model ", v.name, ": unloading (least recently used", v.busy ? ", busy" : "",
+                     ") to make room for ", name, " within ", Mb(budget)));
   }
   victims.clear();  // drops this list's references: idle victims go to the reaper now
-  // Idle victims are freed at once; a busy one finishes its requests first, and the load does not
-  // wait for that beyond kFreeWait: the request that holds it may itself be waiting for a load
-  // (a pivot's second hop, an "auto" request's next language), which would wait for this one.
-  // Until they finish, the loaded models may exceed the budget by the busy victims' size.
+  // Waits for the idle victims to be freed (the reaper does it at once; kFreeWait bounds the wait
+  // for one a request took meanwhile), not for busy ones, which finish their requests first.
   constexpr auto kFreeWait = std::chrono::seconds(2);
   std::unique_lock<std::mutex> lock(reaper_mu_);
   freed_.wait_for(lock, kFreeWait, [&] {
-    return stopping_ || loaded_bytes + incoming + retiring_bytes_ <= budget;
+    return stopping_ || std::none_of(idle.begin(), idle.end(), [&](const LoadedModel* m) {
+             return retiring_.count(const_cast<LoadedModel*>(m)) > 0;
+           });
   });
-  return absl::OkStatus();
+  return stopping_ || loaded_bytes + incoming <= budget;
 }
 
 bool ModelRegistry::Install(const std::string& name, std::shared_ptr<LoadedModel> fresh,
@@ -399,6 +447,7 @@ bool ModelRegistry::Install(const std::string& name, std::shared_ptr<LoadedModel
     old = std::move(slot.loaded);
     slot.loaded = std::move(fresh);
     slot.card = slot.loaded->card;
+    slot.known_bytes = slot.loaded->ResidentBytes();
     if (old != nullptr) RetireLocked(old, unload_reason);
   }
   return true;
@@ -423,6 +472,7 @@ void ModelRegistry::SetBudget(int64_t bytes) {
     if (it == slots_.end() || it->second.loaded == nullptr) continue;
     out = std::move(it->second.loaded);
     loaded_bytes -= out->ResidentBytes();
+    it->second.known_bytes = out->ResidentBytes();
     RetireLocked(out, "budget");
     Log(absl::StrCat("model ", name, ": unloading to fit the memory budget of ", Mb(bytes)));
   }
@@ -538,9 +588,11 @@ bool ModelRegistry::LoadOrReplace(const ModelSpec& spec, const ModelMap& current
   if (is_new) Notify(spec.name, false);  // NOT_SERVING until it is ready
   std::shared_ptr<const Model> model = SharedMapping(spec, stamp, *loaded_now, current);
   const absl::Time start = absl::Now();
+  const int64_t rss_before = ProcessRss();
+  const bool shared = model != nullptr;
   if (model == nullptr) {
     auto card = ReadModelCard(spec);
-    absl::Status status = card.ok() ? MakeRoom(spec.name, (*card)->estimated_bytes)
+    absl::Status status = card.ok() ? MakeRoom(spec.name, ExpectedBytes(**card))
                                     : card.status();
     auto load = status.ok() ? Model::Load(spec.path, spec.model_options)
                             : absl::StatusOr<std::shared_ptr<const Model>>(status);
@@ -557,6 +609,7 @@ bool ModelRegistry::LoadOrReplace(const ModelSpec& spec, const ModelMap& current
   }
   std::shared_ptr<LoadedModel> fresh = Own(NewLoaded(spec, stamp, std::move(model)));
   fresh->last_used = use_counter_.fetch_add(1) + 1;
+  if (!shared) fresh->load_bytes = ProcessRss() - rss_before;
   cold_start_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - start));
   const std::string description = Describe(*fresh);
   loaded_now->push_back(fresh);

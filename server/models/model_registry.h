@@ -3,10 +3,10 @@
 // (model_card.h) until their first request loads them.
 //
 // Under a memory budget (--max_loaded_mb), loading a model first unloads the least recently used
-// others until the estimated resident total fits: idle models first, then busy ones, which stop
-// taking requests and drain (retire, below); the load waits up to 2 s for them to be freed, then
-// goes on (their holders may be waiting for a load themselves). A model bigger than the whole
-// budget is refused (RESOURCE_EXHAUSTED). One load runs at a time; requests for loaded models
+// others until the estimated resident total fits: idle models first; busy ones only when no idle
+// model has made room within 5 s (they stop taking requests and drain, see retire below; the
+// load does not wait for them, as their holders may be waiting for a load themselves). A model
+// bigger than the whole budget is refused (RESOURCE_EXHAUSTED). One load runs at a time; requests for loaded models
 // never wait for it.
 //
 // The set may change while the server runs (Apply, driven by LiveModels from --model_config):
@@ -52,7 +52,11 @@ struct LoadedModel {
   FileStamp stamp;  // the file as it was just before it was loaded
   std::shared_ptr<const ModelCard> card;
   std::atomic<int64_t> last_used{0};  // the registry's use counter at its last Find
-  // Its share of the budget: the card's estimate plus the KV cache its engine has allocated.
+  // The process's RSS growth while it loaded (weights, tokenizer, engine), 0 when not measured
+  // (a mapping shared with another name). Loads run one at a time, so little else is in it.
+  int64_t load_bytes = 0;
+  // Its share of the budget: the larger of the card's estimate and load_bytes, what its first
+  // requests add to the output layer (OutputLayerExtras), and the KV cache its engine holds.
   int64_t ResidentBytes() const;
 };
 
@@ -93,6 +97,7 @@ class ModelRegistry {
   std::map<std::string, CatalogueEntry> catalogue() const;
   std::string Names() const;  // every model's name
   bool IsLoaded(const std::string& name) const;  // Find would not wait for a load
+  bool AllLoaded() const;                         // no Find waits for a load
 
   // The memory budget in bytes (0: none). Lowering it unloads models at once.
   void SetBudget(int64_t bytes);
@@ -152,6 +157,8 @@ class ModelRegistry {
   // Unloads least recently used models until `incoming` more bytes fit the budget, and waits a
   // little for them to be freed. RESOURCE_EXHAUSTED when `incoming` exceeds the whole budget.
   absl::Status MakeRoom(const std::string& name, int64_t incoming);
+  // One pass of it: unloads idle models (and busy ones with busy_too); true once it fits.
+  bool Unload(const std::string& name, int64_t incoming, int64_t budget, bool busy_too);
   // Puts a model loaded now into its slot, retiring what was there; false after Shutdown.
   bool Install(const std::string& name, std::shared_ptr<LoadedModel> fresh,
                const char* unload_reason);
@@ -159,6 +166,7 @@ class ModelRegistry {
     std::shared_ptr<const ModelCard> card;
     std::shared_ptr<LoadedModel> loaded;  // null while not loaded
     bool loading = false;
+    int64_t known_bytes = 0;  // its ResidentBytes() when it last loaded (0: never loaded)
   };
   struct Retiring {
     absl::Time since;

@@ -1,6 +1,8 @@
 #include "server/models/model_registry.h"
 
 #include <malloc.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +47,19 @@ std::unique_ptr<LoadedModel> NewLoaded(const ModelSpec& spec, const FileStamp& s
   entry->engine = std::make_unique<Engine>(entry->model, spec.engine_options);
   entry->generation = next_generation.fetch_add(1);
   return entry;
+}
+
+// Model::Load on a thread of its own at nice 10, so that a load beside traffic takes the CPU that
+// the loaded models' workers leave. Only the load: the engine starts on the caller's thread, as
+// threads inherit their creator's nice value (and an unprivileged one cannot lower it again).
+absl::StatusOr<std::shared_ptr<const Model>> LoadAtLowPriority(const ModelSpec& spec) {
+  absl::StatusOr<std::shared_ptr<const Model>> model;
+  std::thread loader([&] {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);  // best effort
+    model = Model::Load(spec.path, spec.model_options);
+  });
+  loader.join();
+  return model;
 }
 
 // This process's resident memory, in bytes (0 when /proc cannot be read).
@@ -340,7 +355,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::LoadOnDemand(const s
   }
   const absl::Time start = absl::Now();
   const int64_t rss_before = ProcessRss();
-  auto model = Model::Load(card->spec.path, card->spec.model_options);
+  auto model = LoadAtLowPriority(card->spec);
   if (!model.ok()) {
     done_loading();
     Log(absl::StrCat("model ", name, ": cannot load ", card->spec.path, ": ",

@@ -28,7 +28,7 @@ LibreTranslate POST /translate on direct pairs and "auto". The test asserts:
     glossa_model_unloads_total, glossa_model_cold_start_seconds and
     glossa_requests_waited_for_load_total exist and count;
   - after max_loaded_mb=1 (less than any model) and SIGHUP, every model is unloaded and the RSS
-    comes back within 10% of the fixed part.
+    comes back within 10% of the fixed part (8 MiB at least).
 Before that, a server started with --models_dir/--max_loaded_mb lists the catalogue unloaded and
 loads a model on its first request.
 
@@ -70,6 +70,10 @@ STARTUP_TIMEOUT_S = 60
 SAMPLE_S = 0.1          # VmRSS sampling period
 STATES_S = 0.5          # ListModels sampling period
 SETTLE_S = 15           # for the RSS to come back after the budget shrinks
+# The RSS comes back within 10% of the fixed part, or this much above it when 10% is less: the
+# fixed part measured in runs under ctest -j2 was 44-51 MiB and the RSS after unloading 1-5 MiB
+# above it (thread stacks and allocator bookkeeping of 32 clients' calls vary by a few MiB).
+RSS_BACK_MIN_MIB = 8
 MIB = 1 << 20
 
 # Used when the shared corpus is absent: single sentences (no sentence break inside), so that
@@ -831,16 +835,18 @@ def traffic(args, server, catalogue, routes, refs, texts, budget_mb, total_bytes
 
     # Shrink the budget to 1 MB (0 would mean no budget), less than any model: every model
     # unloads at once and the memory comes back.
-    now_rss = unload_all(server, write_config, settled_rss=1.1 * rss_start)
+    back_bound = max(1.1 * rss_start, rss_start + RSS_BACK_MIN_MIB * MIB)
+    now_rss = unload_all(server, write_config, settled_rss=back_bound)
     text = server.metrics()
     check(metric_total(text, "glossa_models_loaded") == 0 and
           metric_total(text, "glossa_models_loaded_bytes") == 0,
           "glossa_models_loaded(_bytes) not 0 after the budget went to 1 MB")
     print(f"test_catalogue: after max_loaded_mb=1: VmRSS {now_rss / MIB:.0f} MiB (fixed part: "
           f"{rss_start / MIB:.0f} MiB)")
-    check(now_rss <= 1.1 * rss_start,
-          f"VmRSS {now_rss / MIB:.0f} MiB {SETTLE_S} s after the budget went to 1 MB: more than "
-          f"10% above the fixed part, {rss_start / MIB:.0f} MiB")
+    check(now_rss <= back_bound,
+          f"VmRSS {now_rss / MIB:.0f} MiB {SETTLE_S} s after the budget went to 1 MB: above "
+          f"{back_bound / MIB:.0f} MiB (the fixed part, {rss_start / MIB:.0f} MiB, + 10%, or "
+          f"+ {RSS_BACK_MIN_MIB} MiB)")
     check(server.serving(), "health is not SERVING after the reload")
     print("test_catalogue: passed")
     return 0

@@ -278,6 +278,19 @@ void MetricsCollector::CollectModels(std::vector<MetricFamily>* out) const {
   CollectResidency(out);
 }
 
+namespace {
+
+// One sample per reason, 0 for the reasons that have not happened yet.
+void AddByReason(MetricFamily* f, const std::map<std::string, uint64_t>& counts,
+                 std::initializer_list<const char*> reasons) {
+  for (const char* reason : reasons) {
+    auto it = counts.find(reason);
+    AddValue(f, {{"reason", reason}}, it == counts.end() ? 0.0 : static_cast<double>(it->second));
+  }
+}
+
+}  // namespace
+
 void MetricsCollector::CollectResidency(std::vector<MetricFamily>* out) const {
   const ModelRegistry::ResidencyStats s = registry_->residency_stats();
   auto catalogued = Family("glossa_models_catalogued",
@@ -298,18 +311,12 @@ void MetricsCollector::CollectResidency(std::vector<MetricFamily>* out) const {
                       "Models loaded, by reason: start, request (a catalogued model's first "
                       "request, or its first after an unload), reload (--model_config).",
                       MetricType::Counter);
-  for (const char* reason : {"start", "request", "reload"}) {
-    auto it = s.loads.find(reason);
-    AddValue(&loads, {{"reason", reason}}, it == s.loads.end() ? 0.0 : it->second);
-  }
+  AddByReason(&loads, s.loads, {"start", "request", "reload"});
   auto unloads = Family("glossa_model_unloads_total",
                         "Models unloaded, by reason: budget (least recently used, to make room "
                         "under --max_loaded_mb), removed or replaced (--model_config).",
                         MetricType::Counter);
-  for (const char* reason : {"budget", "removed", "replaced"}) {
-    auto it = s.unloads.find(reason);
-    AddValue(&unloads, {{"reason", reason}}, it == s.unloads.end() ? 0.0 : it->second);
-  }
+  AddByReason(&unloads, s.unloads, {"budget", "removed", "replaced"});
   auto cold = Family("glossa_model_cold_start_seconds",
                      "Time to load a model (read, convert to its compute type, start its "
                      "engine), unloading others aside.",

@@ -313,6 +313,33 @@ std::optional<DetectedLanguage> Overruling(absl::string_view text, size_t words,
   return std::nullopt;
 }
 
+// Whether `text` is a list of names: two words or more, each starting with a Latin capital
+// (ASCII, or Latin-1's U+00C0..U+00DE but ×), none starting with a small letter, a digit word
+// ("12") aside. Such a text ("Hasor, Rama, Gitthaim;") holds no word of any language, and CLD2
+// calls its guess reliable all the same (Sesotho, Turkish). A word of another script is not
+// judged: the text is then not a list of names.
+bool NamesOnly(absl::string_view text) {
+  int names = 0;
+  bool word_start = true;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (const size_t separator = SeparatorLength(text, i); separator > 0) {
+      word_start = true;
+      i += separator - 1;
+      continue;
+    }
+    if (!word_start) continue;
+    word_start = false;
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const unsigned char next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if (std::isdigit(c)) continue;
+    const bool capital =
+        std::isupper(c) || (c == 0xC3 && next >= 0x80 && next <= 0x9E && next != 0x97);
+    if (!capital) return false;
+    ++names;
+  }
+  return names >= 2;
+}
+
 absl::Status Undetected(absl::string_view why, const std::set<std::string>& candidates) {
   return absl::InvalidArgumentError(
       absl::StrCat(why, ": give source_language instead of auto (this server translates from ",
@@ -337,6 +364,13 @@ absl::StatusOr<DetectedLanguage> DetectAmong(absl::string_view text,
   }
   const std::vector<std::string> words = LowerWords(text);
   const std::map<std::string, int> evidence = FunctionWordEvidence(words);
+  const bool no_function_word = std::all_of(evidence.begin(), evidence.end(),
+                                            [](const auto& entry) { return entry.second == 0; });
+  if (no_function_word && NamesOnly(text)) {
+    return Undetected("the text is names only (capitalized words, none a common word of a "
+                      "language), which tells no language",
+                      candidates);
+  }
   const std::vector<Guess> guesses = Guesses(text, "");
   std::optional<DetectedLanguage> detected = CldAmong(text, guesses, candidates, evidence);
   const std::string pick = detected          ? detected->language

@@ -28,7 +28,9 @@ std::vector<DetectedLanguage> DetectLanguages(absl::string_view text);
 // French, Romanian, Latin, English, German, Dutch) the text's function words ("y", "los" against
 // "e", "os") overrule CLD2 when they clearly favour another candidate; the confidence is then the
 // percent of the text's words that are its function words. INVALID_ARGUMENT naming the candidates
-// when the text has fewer than kMinDetectLetters letters or CLD2 finds none of them.
+// when the text has fewer than kMinDetectLetters letters, is names only (two or more words, all
+// capitalized, none a function word of a listed language: "Hasor, Rama, Gitthaim;"), or CLD2
+// finds none of them.
 constexpr int kMinDetectLetters = 5;
 absl::StatusOr<DetectedLanguage> DetectAmong(absl::string_view text,
                                              const std::set<std::string>& candidates);

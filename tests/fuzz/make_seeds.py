@@ -260,11 +260,65 @@ def batch_seeds(directory):
         write(directory, name, data)
 
 
+def crlf(text):
+    return text.replace("\n", "\r\n")
+
+
+# Markdown seeds have no .md suffix: the repository's link check would read them as its pages.
+DOCUMENT_SEEDS = {
+    "document_txt": {
+        "lines.txt": "\ufeffHola mundo.\n  Con sangr\u00eda  \n\n\tY sin salto final",
+        "crlf.txt": crlf("Primera l\u00ednea\n\nSegunda\n"),
+        "invalid-utf8.txt": b"caf\xe9\n",
+    },
+    "document_md": {
+        "blocks": "---\ntitle: Gu\u00eda\n---\n# T\u00edtulo #\n\nUn p\u00e1rrafo que\n"
+                     "sigue con `c\u00f3digo` y [un enlace](https://ejemplo.com/a_(b)) y "
+                     "![imagen](i.png \"t\").\n\n> Cita\n> larga.\n\n- uno\n- [x] dos\n"
+                     "  sigue\n1) tres\n\n| a | b |\n|---|:-:|\n| c \\| d | `e|f` |\n\n"
+                     "```js\nvar x;\n```\n~~~~\nno\n~~~~\n\n    indentado\n\n"
+                     "<div>\nHTML\n</div>\n<!-- nota\n-->\n[ref]: https://x.org\n"
+                     "Ver https://x.org. <b>negrita</b> y \\*escape\\*\nSetext\n===\n***\n",
+        "crlf-unclosed": crlf("> Texto con `comilla\n> sin cerrar [y corchete\n\n```\nabierto\n"),
+    },
+    "document_srt": {
+        "cues.srt": "1\n00:00:01,000 --> 00:00:04,000\nHola, \u00bfc\u00f3mo est\u00e1s\n"
+                    "esta ma\u00f1ana?\n\n2\n00:00:05,000 --> 00:00:07,500 X1:40\n"
+                    "<i>Muy bien</i>, {\\an8}gracias.\n\n3\n00:00:08,000 --> 00:00:09,000\n",
+        "crlf-no-final-newline.srt": crlf("1\n00:00:01,000 --> 00:00:02,000\n<b>Adi\u00f3s</b>\n"
+                                          "a todos")[:-1],
+        "no-timing.srt": "1\nsin tiempos\n\n\n2\n00:00:01,000 --> 00:00:02,000\n< no es <etiqueta",
+    },
+    "document_vtt": {
+        "cues.vtt": "WEBVTT - Ejemplo\nKind: captions\n\nNOTE un comentario\n\nSTYLE\n"
+                    "::cue { color: red }\n\nREGION\nid:r1\n\nintro\n"
+                    "00:00.000 --> 00:02.000 align:start\n<v Ana>Buenos d\u00edas</v>\n\n"
+                    "00:02.500 --> 00:05.000\n<c.amarillo>Hoy</c> hablamos <00:03.000>de\n"
+                    "traducci\u00f3n &amp; m\u00e1s.\n",
+        "bom-crlf.vtt": "\ufeff" + crlf("WEBVTT\n\n1\n00:01.000 --> 00:02.000\nUna l\u00ednea\n"),
+    },
+    "document_html": {
+        "page.html": "<!DOCTYPE html>\n<html><head><title>P\u00e1gina</title></head><body>\n"
+                     "<p>Hola &amp; adi&oacute;s <b>mundo</b>.</p><pre>c\u00f3digo</pre>\n"
+                     "<script>var a = '<p>';</script></body></html>\n",
+        "fragment.html": "  <ul><li>uno<li>dos &lt;3</ul> texto suelto ",
+    },
+}
+
+
+def document_seeds(target):
+    def fill(directory):
+        for name, text in DOCUMENT_SEEDS[target].items():
+            write(directory, name, text if isinstance(text, bytes) else text.encode("utf-8"))
+    return fill
+
+
 def main():
     corpus = os.path.join(HERE, "corpus")
     scratch = os.path.join(corpus, ".scratch")
     for target, fill in [("model_file", None), ("request", request_seeds),
-                         ("tokenizer", tokenizer_seeds), ("batch_formats", batch_seeds)]:
+                         ("tokenizer", tokenizer_seeds), ("batch_formats", batch_seeds)] + \
+            [(target, document_seeds(target)) for target in DOCUMENT_SEEDS]:
         directory = os.path.join(corpus, target)
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory)

@@ -1,0 +1,175 @@
+#include "server/documents/document.h"
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/documents/markdown.h"
+#include "server/documents/segments.h"
+#include "server/documents/subtitles.h"
+#include "server/text/html_text.h"
+#include "text/tokenizer.h"
+
+namespace glossa::server {
+namespace {
+
+enum class Format { kText, kMarkdown, kSubRip, kWebVtt, kHtml };
+
+struct FormatName {
+  const char* extension;
+  Format format;
+};
+constexpr FormatName kFormats[] = {
+    {".txt", Format::kText},   {".md", Format::kMarkdown},   {".markdown", Format::kMarkdown},
+    {".srt", Format::kSubRip}, {".vtt", Format::kWebVtt},    {".html", Format::kHtml},
+    {".htm", Format::kHtml},
+};
+
+// ".md" for "notes/README.MD"; empty when the name has no extension.
+std::string Extension(absl::string_view file_name) {
+  const size_t slash = file_name.find_last_of("/\\");
+  if (slash != absl::string_view::npos) file_name.remove_prefix(slash + 1);
+  const size_t dot = file_name.rfind('.');
+  if (dot == absl::string_view::npos || dot == 0) return "";
+  return absl::AsciiStrToLower(file_name.substr(dot));
+}
+
+std::string FormatList() { return absl::StrJoin(SupportedDocumentFormats(), ", "); }
+
+// Each non-blank line is a segment, its blanks at both ends outside it.
+void ReadPlainText(absl::string_view source, size_t from, SegmentBuilder* out) {
+  for (const Line& line : SplitLines(source, from)) {
+    out->Text(line.begin, line.end);
+    out->Cut();
+  }
+}
+
+// HTML through html_text.h; text nodes of blanks only are not segments, and a node's blanks at
+// both ends stay outside its segment when they are the same in the source and the text (no
+// character reference among them).
+class HtmlDocument : public Document {
+ public:
+  static absl::StatusOr<std::unique_ptr<Document>> Read(std::string source,
+                                                        const DocumentLimits& limits);
+  absl::StatusOr<std::string> Write(const std::vector<std::string>& translations) const override;
+
+ private:
+  std::string source_;
+  std::vector<std::pair<size_t, size_t>> spans_;
+};
+
+bool IsHtmlBlank(char c) { return IsBlank(c) || c == '\n'; }
+
+absl::StatusOr<std::unique_ptr<Document>> HtmlDocument::Read(std::string source,
+                                                             const DocumentLimits& limits) {
+  absl::StatusOr<HtmlText> html = ExtractHtmlText(source);
+  if (!html.ok()) return html.status();
+  auto document = std::make_unique<HtmlDocument>();
+  for (size_t i = 0; i < html->texts.size(); ++i) {
+    absl::string_view text = html->texts[i];
+    auto [begin, end] = html->spans[i];
+    size_t lead = 0, trail = 0;
+    while (lead < text.size() && IsHtmlBlank(text[lead])) ++lead;
+    if (lead == text.size()) continue;
+    while (IsHtmlBlank(text[text.size() - 1 - trail])) ++trail;
+    const absl::string_view span = absl::string_view(source).substr(begin, end - begin);
+    if (span.substr(0, lead) == text.substr(0, lead) && span.size() >= lead + trail &&
+        span.substr(span.size() - trail) == text.substr(text.size() - trail)) {
+      text = text.substr(lead, text.size() - lead - trail);
+      begin += lead;
+      end -= trail;
+    }
+    if (static_cast<int64_t>(document->texts_.size()) >= limits.max_segments) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the file has more than ", limits.max_segments, " segments to translate"));
+    }
+    document->texts_.emplace_back(text);
+    document->spans_.emplace_back(begin, end);
+  }
+  document->source_ = std::move(source);
+  return document;
+}
+
+absl::StatusOr<std::string> HtmlDocument::Write(
+    const std::vector<std::string>& translations) const {
+  if (translations.size() != texts_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the document has ", texts_.size(), " segments, not ", translations.size()));
+  }
+  // Only changed text is written (escaped): unchanged text keeps its character references.
+  HtmlText changed;
+  std::vector<std::string> changed_translations;
+  for (size_t i = 0; i < texts_.size(); ++i) {
+    if (translations[i] == texts_[i]) continue;
+    changed.spans.push_back(spans_[i]);
+    changed_translations.push_back(translations[i]);
+  }
+  return ReplaceHtmlText(source_, changed, changed_translations);
+}
+
+absl::StatusOr<std::unique_ptr<Document>> ReadSegmented(Format format, std::string bytes,
+                                                        const DocumentLimits& limits) {
+  const absl::string_view source(bytes);
+  const size_t from = absl::StartsWith(source, kUtf8Bom) ? kUtf8Bom.size() : 0;
+  SegmentBuilder segments(source, limits.max_segments);
+  switch (format) {
+    case Format::kText:
+      ReadPlainText(source, from, &segments);
+      break;
+    case Format::kMarkdown:
+      ReadMarkdown(source, from, &segments);
+      break;
+    case Format::kSubRip:
+    case Format::kWebVtt:
+      ReadSubtitles(source, from, format == Format::kWebVtt, &segments);
+      break;
+    case Format::kHtml:
+      break;
+  }
+  if (segments.over_limit()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the file has more than ", limits.max_segments, " segments to translate"));
+  }
+  return std::make_unique<SegmentedDocument>(std::move(bytes), std::move(segments));
+}
+
+}  // namespace
+
+std::vector<std::string> SupportedDocumentFormats() {
+  std::vector<std::string> out;
+  for (const FormatName& f : kFormats) out.push_back(f.extension);
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Document>> ReadDocument(absl::string_view file_name,
+                                                       std::string bytes,
+                                                       const DocumentLimits& limits) {
+  const std::string extension = Extension(file_name);
+  if (extension == ".pdf") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PDF is not supported; supported formats: ", FormatList()));
+  }
+  const FormatName* format = nullptr;
+  for (const FormatName& f : kFormats) {
+    if (extension == f.extension) format = &f;
+  }
+  if (format == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported file format ", extension.empty() ? "(no extension)" : extension,
+                     " in \"", file_name, "\"; supported formats: ", FormatList()));
+  }
+  if (static_cast<int64_t>(bytes.size()) > limits.max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the file has ", bytes.size(),
+                                                   " bytes, more than the limit of ",
+                                                   limits.max_bytes, ": send it in parts"));
+  }
+  if (!IsValidUtf8(bytes)) {
+    return absl::InvalidArgumentError("the file is not UTF-8 text: save it as UTF-8");
+  }
+  if (format->format == Format::kHtml) return HtmlDocument::Read(std::move(bytes), limits);
+  return ReadSegmented(format->format, std::move(bytes), limits);
+}
+
+}  // namespace glossa::server

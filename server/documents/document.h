@@ -1,0 +1,63 @@
+// Documents: a file's text, in segments to translate, and the file written back with their
+// translations, every byte outside the segments unchanged.
+//
+// A segment is a run of prose (a line of a text file, a Markdown paragraph or table cell, a
+// subtitle cue, an HTML text node); the server translates each as a small document of its own
+// (it splits sentences itself). The format is chosen by the file name's extension:
+//
+//   .txt              each non-blank line (server/documents/document.cc)
+//   .md, .markdown    paragraphs, headings, list items, table cells (markdown.h)
+//   .srt, .vtt        each cue's text, its lines joined (subtitles.h)
+//   .html, .htm       each text node (server/text/html_text.h)
+//
+// Formats that are archives of XML (docx, odt, epub) fit the same interface: each holds
+// paragraphs of text with inline markup in them.
+#ifndef GLOSSA_SERVER_DOCUMENTS_DOCUMENT_H_
+#define GLOSSA_SERVER_DOCUMENTS_DOCUMENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace glossa::server {
+
+struct DocumentLimits {
+  int64_t max_bytes = 20 << 20;
+  int64_t max_segments = 200000;
+};
+
+// One file's text and how to write it back.
+class Document {
+ public:
+  virtual ~Document() = default;
+
+  // The segments to translate, in file order.
+  const std::vector<std::string>& texts() const { return texts_; }
+
+  // The file with translations[i] in place of texts()[i]. A translation equal to its segment's
+  // text leaves the segment's bytes as they were, so Write(texts()) gives the file back byte for
+  // byte. INVALID_ARGUMENT when there are not as many translations as segments.
+  virtual absl::StatusOr<std::string> Write(
+      const std::vector<std::string>& translations) const = 0;
+
+ protected:
+  std::vector<std::string> texts_;
+};
+
+// Reads `bytes` as the format its file name's extension (case-insensitive) names.
+// INVALID_ARGUMENT with a message for a client for: an unsupported extension or PDF (naming the
+// supported formats), bytes that are not UTF-8, a file over the limits.
+absl::StatusOr<std::unique_ptr<Document>> ReadDocument(absl::string_view file_name,
+                                                       std::string bytes,
+                                                       const DocumentLimits& limits = {});
+
+// The extensions ReadDocument reads: ".txt", ".md", ...
+std::vector<std::string> SupportedDocumentFormats();
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_DOCUMENTS_DOCUMENT_H_

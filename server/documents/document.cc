@@ -22,8 +22,8 @@ struct FormatName {
   Format format;
 };
 constexpr FormatName kFormats[] = {
-    {".txt", Format::kText},   {".md", Format::kMarkdown},   {".markdown", Format::kMarkdown},
-    {".srt", Format::kSubRip}, {".vtt", Format::kWebVtt},    {".html", Format::kHtml},
+    {".txt", Format::kText},   {".md", Format::kMarkdown}, {".markdown", Format::kMarkdown},
+    {".srt", Format::kSubRip}, {".vtt", Format::kWebVtt},  {".html", Format::kHtml},
     {".htm", Format::kHtml},
 };
 
@@ -82,8 +82,8 @@ absl::StatusOr<std::unique_ptr<Document>> HtmlDocument::Read(std::string source,
       end -= trail;
     }
     if (static_cast<int64_t>(document->texts_.size()) >= limits.max_segments) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the file has more than ", limits.max_segments, " segments to translate"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the file has more than ", limits.max_segments, " segments to translate"));
     }
     document->texts_.emplace_back(text);
     document->spans_.emplace_back(begin, end);
@@ -95,8 +95,8 @@ absl::StatusOr<std::unique_ptr<Document>> HtmlDocument::Read(std::string source,
 absl::StatusOr<std::string> HtmlDocument::Write(
     const std::vector<std::string>& translations) const {
   if (translations.size() != texts_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the document has ", texts_.size(), " segments, not ", translations.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the document has ", texts_.size(), " segments, not ", translations.size()));
   }
   // Only changed text is written (escaped): unchanged text keeps its character references.
   HtmlText changed;
@@ -129,10 +129,11 @@ absl::StatusOr<std::unique_ptr<Document>> ReadSegmented(Format format, std::stri
       break;
   }
   if (segments.over_limit()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the file has more than ", limits.max_segments, " segments to translate"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the file has more than ", limits.max_segments, " segments to translate"));
   }
-  return std::make_unique<SegmentedDocument>(std::move(bytes), std::move(segments));
+  return std::make_unique<SegmentedDocument>(std::move(bytes), std::move(segments),
+                                             format == Format::kMarkdown);
 }
 
 }  // namespace

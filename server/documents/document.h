@@ -41,8 +41,7 @@ class Document {
   // The file with translations[i] in place of texts()[i]. A translation equal to its segment's
   // text leaves the segment's bytes as they were, so Write(texts()) gives the file back byte for
   // byte. INVALID_ARGUMENT when there are not as many translations as segments.
-  virtual absl::StatusOr<std::string> Write(
-      const std::vector<std::string>& translations) const = 0;
+  virtual absl::StatusOr<std::string> Write(const std::vector<std::string>& translations) const = 0;
 
  protected:
   std::vector<std::string> texts_;

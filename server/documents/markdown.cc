@@ -268,12 +268,12 @@ bool IsLinkDefinition(absl::string_view text) {
 // HTML elements that start an HTML block even inside a paragraph (CommonMark's kind 6).
 bool IsBlockTag(absl::string_view name) {
   static constexpr absl::string_view kTags[] = {
-      "address", "article", "aside",    "blockquote", "body",   "caption", "center", "col",
-      "details", "dialog",  "dd",       "div",        "dl",     "dt",      "fieldset",
-      "figcaption", "figure", "footer", "form",       "h1",     "h2",      "h3",     "h4",
-      "h5",      "h6",      "head",     "header",     "hr",     "html",    "iframe", "legend",
-      "li",      "main",    "nav",      "ol",         "p",      "section", "summary", "table",
-      "tbody",   "td",      "tfoot",    "th",         "thead",  "title",   "tr",     "ul"};
+      "address", "article", "aside",  "blockquote", "body",    "caption", "center",   "col",
+      "details", "dialog",  "dd",     "div",        "dl",      "dt",      "fieldset", "figcaption",
+      "figure",  "footer",  "form",   "h1",         "h2",      "h3",      "h4",       "h5",
+      "h6",      "head",    "header", "hr",         "html",    "iframe",  "legend",   "li",
+      "main",    "nav",     "ol",     "p",          "section", "summary", "table",    "tbody",
+      "td",      "tfoot",   "th",     "thead",      "title",   "tr",      "ul"};
   for (absl::string_view tag : kTags) {
     if (name == tag) return true;
   }
@@ -294,8 +294,8 @@ bool HtmlBlockEnd(absl::string_view lower, bool in_paragraph, std::string* end) 
   const size_t name_begin = i;
   while (i < lower.size() && (absl::ascii_isalnum(lower[i]) || lower[i] == '-')) ++i;
   const absl::string_view name = lower.substr(name_begin, i - name_begin);
-  if (name.empty() || (i < lower.size() && !IsBlank(lower[i]) && lower[i] != '>' &&
-                       lower[i] != '/')) {
+  if (name.empty() ||
+      (i < lower.size() && !IsBlank(lower[i]) && lower[i] != '>' && lower[i] != '/')) {
     return false;
   }
   for (absl::string_view raw : {"script", "pre", "style", "textarea"}) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace glossa::server {
@@ -32,6 +33,23 @@ long NearestSpace(const std::vector<size_t>& spaces, size_t target, size_t* firs
     ++s;
   }
   return static_cast<long>(s++);
+}
+
+bool IsBlankText(absl::string_view text) {
+  for (char c : text) {
+    if (!IsBlank(c) && c != '\n') return false;
+  }
+  return true;
+}
+
+// Text that at the start of a line could be read as Markdown syntax: a list marker, a heading,
+// a quote, a setext underline, a table row, a fence, HTML, a link reference definition.
+bool StartsMarkdownBlock(absl::string_view line) {
+  if (line.empty()) return false;
+  if (absl::string_view("-*+#>=|`~<[").find(line[0]) != absl::string_view::npos) return true;
+  size_t digits = 0;
+  while (digits < line.size() && absl::ascii_isdigit(line[digits])) ++digits;
+  return digits > 0 && digits < line.size() && (line[digits] == '.' || line[digits] == ')');
 }
 
 }  // namespace
@@ -116,16 +134,16 @@ void SegmentBuilder::Cut() {
   texts_.push_back(std::move(text));
 }
 
-SegmentedDocument::SegmentedDocument(std::string source, SegmentBuilder&& segments)
-    : source_(std::move(source)), segments_(std::move(segments.segments())) {
+SegmentedDocument::SegmentedDocument(std::string source, SegmentBuilder&& segments, bool markdown)
+    : source_(std::move(source)), segments_(std::move(segments.segments())), markdown_(markdown) {
   texts_ = std::move(segments.texts());
 }
 
 absl::StatusOr<std::string> SegmentedDocument::Write(
     const std::vector<std::string>& translations) const {
   if (translations.size() != texts_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the document has ", texts_.size(), " segments, not ", translations.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the document has ", texts_.size(), " segments, not ", translations.size()));
   }
   std::string out;
   out.reserve(source_.size());
@@ -134,7 +152,11 @@ absl::StatusOr<std::string> SegmentedDocument::Write(
     const Segment& segment = segments_[i];
     absl::StrAppend(&out, absl::string_view(source_).substr(pos, segment.begin - pos));
     const std::string& translation = translations[i];
-    if (translation.find_first_of("\r\n") == std::string::npos) {
+    if (translation == texts_[i] || IsBlankText(translation)) {
+      // An empty translation would leave an empty line, which ends a paragraph or a cue.
+      absl::StrAppend(
+          &out, absl::string_view(source_).substr(segment.begin, segment.end - segment.begin));
+    } else if (translation.find_first_of("\r\n") == std::string::npos) {
       WriteSegment(i, translation, &out);
     } else {
       std::string one_line = translation;
@@ -152,28 +174,30 @@ void SegmentedDocument::WriteSegment(size_t i, absl::string_view translation,
                                      std::string* out) const {
   const Segment& segment = segments_[i];
   const absl::string_view source(source_);
-  if (translation == texts_[i]) {
-    absl::StrAppend(out, source.substr(segment.begin, segment.end - segment.begin));
-    return;
-  }
   if (segment.joints.empty()) {
-    absl::StrAppend(out, translation);
+    // Without its blanks at the ends: leading spaces could make a Markdown line code.
+    size_t begin = 0, end = translation.size();
+    TrimBlanks(translation, &begin, &end);
+    absl::StrAppend(out, translation.substr(begin, end - begin));
     return;
   }
   // Where the source's lines broke, as fractions of the segment's text, mapped onto the
   // translation (a translation as long as the text breaks where the source did).
   const std::string text = SqueezeSpaces(translation);
   const double scale = static_cast<double>(text.size()) / texts_[i].size();
-  std::vector<size_t> spaces;
+  std::vector<size_t> spaces;  // where a line may break
   for (size_t k = 0; k < text.size(); ++k) {
-    if (text[k] == ' ') spaces.push_back(k);
+    if (text[k] == ' ' &&
+        !(markdown_ && StartsMarkdownBlock(absl::string_view(text).substr(k + 1)))) {
+      spaces.push_back(k);
+    }
   }
   size_t line_start = 0, first_space = 0, before = 0, piece_start = segment.begin;
   for (const auto& [b, e] : segment.joints) {
     before += b - piece_start;  // the text before this joint, with a space for each joint
     piece_start = e;
-    const long space = NearestSpace(spaces, static_cast<size_t>(before * scale + 0.5),
-                                    &first_space);
+    const long space =
+        NearestSpace(spaces, static_cast<size_t>(before * scale + 0.5), &first_space);
     ++before;
     if (space < 0) break;
     const size_t at = spaces[space];

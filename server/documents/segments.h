@@ -8,7 +8,8 @@
 // wraps is translated whole. Its translation is written back on as many lines as the source had
 // (fewer when it has too few spaces), broken at the spaces nearest to where the source's lines
 // broke, with the source's joints between the lines. A translation equal to the segment's text
-// is written as the source bytes themselves, so an unchanged file comes back byte for byte.
+// is written as the source bytes themselves, so an unchanged file comes back byte for byte; so
+// is an empty translation (or one of blanks only): an empty line would end a paragraph or a cue.
 //
 // Inline markup (a tag, a code span, a link's destination) is not inside any segment: it ends
 // the segment before it and the text after it starts another. Every byte of markup is kept, at
@@ -68,10 +69,13 @@ class SegmentBuilder {
 
 // A file of a line-based format with its segments. Write replaces line breaks ("\r", "\n") in a
 // translation with spaces: a line break would change the file's structure (end a paragraph, a
-// cue).
+// cue). So no line of the file becomes blank and none is added; a translation with fewer spaces
+// than the segment has joints takes fewer lines.
 class SegmentedDocument : public Document {
  public:
-  SegmentedDocument(std::string source, SegmentBuilder&& segments);
+  // `markdown`: no line of a translation written over several lines starts with what Markdown
+  // would read as syntax ("- ", "1. ", "#", ">", ...).
+  SegmentedDocument(std::string source, SegmentBuilder&& segments, bool markdown);
   absl::StatusOr<std::string> Write(const std::vector<std::string>& translations) const override;
 
  private:
@@ -79,14 +83,13 @@ class SegmentedDocument : public Document {
 
   std::string source_;
   std::vector<Segment> segments_;
+  bool markdown_;
 };
 
 constexpr absl::string_view kUtf8Bom = "\xEF\xBB\xBF";
 
 // Space, tab, carriage return, form feed, vertical tab.
-inline bool IsBlank(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
-}
+inline bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
 
 // The lines of a file: [begin, end) without the line break; `next` is where the next one starts.
 struct Line {

@@ -75,8 +75,8 @@ void ReadCueLine(absl::string_view source, const Line& line, SegmentBuilder* out
 }
 
 // The lines [first, last) of one block (no blank line among them).
-void ReadBlock(absl::string_view source, const std::vector<Line>& lines, size_t first,
-               size_t last, bool webvtt, SegmentBuilder* out) {
+void ReadBlock(absl::string_view source, const std::vector<Line>& lines, size_t first, size_t last,
+               bool webvtt, SegmentBuilder* out) {
   const auto text_of = [&](size_t k) {
     return source.substr(lines[k].begin, lines[k].end - lines[k].begin);
   };

@@ -1,4 +1,5 @@
-// Fuzzes ReadDocument and Write on WebVTT subtitles (.vtt) files (document_fuzz.h says what is checked).
+// Fuzzes ReadDocument and Write on WebVTT subtitles (.vtt) files (document_fuzz.h says what is
+// checked).
 #include "document_fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,7 +1,5 @@
 // Documents (server/documents/): each format's segments, the file written back byte for byte
 // with its own text, only the text changed by a translation, and the refusals.
-#include "server/documents/document.h"
-
 #include <chrono>
 #include <memory>
 #include <string>
@@ -13,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/documents/document.h"
 
 namespace glossa::server {
 namespace {
@@ -57,17 +56,19 @@ int Occurrences(absl::string_view text, absl::string_view what) {
 // --- plain text ---------------------------------------------------------------------------------
 
 constexpr absl::string_view kText =
-    "\xEF\xBB\xBF" "Hola mundo.\r\n  Segunda línea con sangría  \r\n\r\n \t \n\tTercera\n"
+    "\xEF\xBB\xBF"
+    "Hola mundo.\r\n  Segunda línea con sangría  \r\n\r\n \t \n\tTercera\n"
     "sin salto final";
 
 TEST(PlainTextTest, EachNonBlankLineIsASegmentWithoutItsBlanks) {
   auto document = Read("notas.txt", kText);
   ASSERT_NE(document, nullptr);
-  EXPECT_THAT(document->texts(), ElementsAre("Hola mundo.", "Segunda línea con sangría",
-                                             "Tercera", "sin salto final"));
+  EXPECT_THAT(document->texts(), ElementsAre("Hola mundo.", "Segunda línea con sangría", "Tercera",
+                                             "sin salto final"));
   ExpectRoundTrip("notas.txt", kText);
   EXPECT_EQ(WriteOrDie(*document, Upper(document->texts())),
-            "\xEF\xBB\xBF" "HOLA MUNDO.\r\n  SEGUNDA LíNEA CON SANGRíA  \r\n\r\n \t \n\tTERCERA\n"
+            "\xEF\xBB\xBF"
+            "HOLA MUNDO.\r\n  SEGUNDA LíNEA CON SANGRíA  \r\n\r\n \t \n\tTERCERA\n"
             "SIN SALTO FINAL");
 }
 
@@ -84,6 +85,13 @@ TEST(PlainTextTest, ALineBreakInATranslationDoesNotAddLines) {
   auto document = Read("a.txt", "uno\ndos\n");
   ASSERT_NE(document, nullptr);
   EXPECT_EQ(WriteOrDie(*document, {"one\r\nline", "two"}), "one  line\ntwo\n");
+}
+
+TEST(PlainTextTest, AnEmptyTranslationKeepsTheSourceText) {
+  auto document = Read("a.txt", "uno\n  dos\n");
+  ASSERT_NE(document, nullptr);
+  EXPECT_EQ(WriteOrDie(*document, {"", " \n "}), "uno\n  dos\n");
+  EXPECT_EQ(WriteOrDie(*document, {"  one ", "two"}), "one\n  two\n");
 }
 
 // --- subtitles ----------------------------------------------------------------------------------
@@ -106,9 +114,8 @@ constexpr absl::string_view kSubRip =
 TEST(SubRipTest, EachCueIsOneSegmentCutAtTags) {
   auto document = Read("película.srt", kSubRip);
   ASSERT_NE(document, nullptr);
-  EXPECT_THAT(document->texts(),
-              ElementsAre("Hola, ¿cómo estás esta mañana?", "Muy bien, gracias.", "¿Vienes", "ya",
-                          "? Sí, ahora voy."));
+  EXPECT_THAT(document->texts(), ElementsAre("Hola, ¿cómo estás esta mañana?", "Muy bien, gracias.",
+                                             "¿Vienes", "ya", "? Sí, ahora voy."));
   ExpectRoundTrip("película.srt", kSubRip);
   ExpectRoundTrip("película.srt", absl::StrReplaceAll(kSubRip, {{"\n", "\r\n"}}));
   ExpectRoundTrip("película.srt", kSubRip.substr(0, kSubRip.size() - 1));  // no final newline
@@ -138,9 +145,9 @@ TEST(SubRipTest, ATranslationIsWrappedOnTheCuesLines) {
   const std::string crlf = absl::StrReplaceAll(kSubRip, {{"\n", "\r\n"}});
   auto document = Read("película.srt", crlf);
   ASSERT_NE(document, nullptr);
-  const std::string out = WriteOrDie(
-      *document, {"Hello, how are you this morning?", "Very well,\nthank you.", "Are you coming",
-                  "now", "? Yes, I am coming."});
+  const std::string out =
+      WriteOrDie(*document, {"Hello, how are you this morning?", "Very well,\nthank you.",
+                             "Are you coming", "now", "? Yes, I am coming."});
   EXPECT_THAT(out, HasSubstr("00:00:04,000\r\nHello, how are you\r\nthis morning?\r\n\r\n2\r\n"));
   EXPECT_THAT(out, HasSubstr("\r\n<i>Very well, thank you.</i>\r\n"));
   EXPECT_THAT(out, HasSubstr("{\\an8}Are you coming <b>now</b>?\r\nYes, I am coming.\r\n"));
@@ -179,8 +186,8 @@ constexpr absl::string_view kWebVtt =
 TEST(WebVttTest, HeaderNotesAndStylesAreKept) {
   auto document = Read("charla.VTT", kWebVtt);
   ASSERT_NE(document, nullptr);
-  EXPECT_THAT(document->texts(), ElementsAre("Buenos días a todos.", "Hoy hablamos",
-                                             "de la traducción automática."));
+  EXPECT_THAT(document->texts(),
+              ElementsAre("Buenos días a todos.", "Hoy hablamos", "de la traducción automática."));
   ExpectRoundTrip("charla.vtt", kWebVtt);
   ExpectRoundTrip("charla.vtt", absl::StrCat("\xEF\xBB\xBF", kWebVtt));
   ExpectRoundTrip("charla.vtt", absl::StrReplaceAll(kWebVtt, {{"\n", "\r\n"}}));
@@ -256,8 +263,8 @@ TEST(MarkdownTest, TextOutsideCodeAndMarkupIsSegmented) {
               ElementsAre("Título principal", "Este es un párrafo que continúa en otra línea con",
                           "y un", "enlace", "al final.", "Una cita de dos líneas.",
                           "Primer elemento", "Segundo elemento con **énfasis** que sigue aquí.",
-                          "Tarea pendiente", "Nombre", "Descripción", "Gato", "Un animal",
-                          "Visite", "para más.", "Un gato", "Subtítulo"));
+                          "Tarea pendiente", "Nombre", "Descripción", "Gato", "Un animal", "Visite",
+                          "para más.", "Un gato", "Subtítulo"));
   ExpectRoundTrip("guía.md", kMarkdown);
   ExpectRoundTrip("guía.md", absl::StrReplaceAll(kMarkdown, {{"\n", "\r\n"}}));
   ExpectRoundTrip("guía.md", kMarkdown.substr(0, kMarkdown.size() - 1));
@@ -314,6 +321,14 @@ TEST(MarkdownTest, AParagraphTranslationKeepsTheLineBreaksAndQuoteMarkers) {
   EXPECT_EQ(WriteOrDie(*document, {"A quote that goes on in a second line."}),
             "> A quote that goes\r\n> on in a second line.\r\n");
   EXPECT_EQ(WriteOrDie(*document, {"Quote."}), "> Quote.\r\n");
+}
+
+TEST(MarkdownTest, NoWrittenLineStartsWithMarkdownSyntax) {
+  auto document = Read("a.md", "Uno dos tres\ncuatro cinco seis\n");
+  ASSERT_NE(document, nullptr);
+  // The nearest space to the source's break is before "- 3", which would start a list item.
+  EXPECT_EQ(WriteOrDie(*document, {"One two - 3 four five six"}), "One two -\n3 four five six\n");
+  EXPECT_EQ(WriteOrDie(*document, {"One two # three 1. four"}), "One two #\nthree 1. four\n");
 }
 
 TEST(MarkdownTest, UnclosedFenceAndCodeSpanAreHandled) {
@@ -383,8 +398,9 @@ TEST(ReadDocumentTest, RefusesFilesOverTheLimits) {
       {"a.txt", "uno\ndos\ntres\n"},
       {"a.md", "# Uno\n\nDos\n\n- Tres\n"},
       {"a.srt", "1\n00:00:01,000 --> 00:00:02,000\n<i>uno</i> dos <b>tres</b>\n"},
-      {"a.vtt", "WEBVTT\n\n00:01.000 --> 00:02.000\nuno\n\n00:02.000 --> 00:03.000\ndos\n\n"
-                "00:03.000 --> 00:04.000\ntres\n"},
+      {"a.vtt",
+       "WEBVTT\n\n00:01.000 --> 00:02.000\nuno\n\n00:02.000 --> 00:03.000\ndos\n\n"
+       "00:03.000 --> 00:04.000\ntres\n"},
       {"a.html", "<p>uno</p><p>dos</p><p>tres</p>"}};
   for (const auto& [name, bytes] : files) {
     auto document = ReadDocument(name, std::string(bytes), limits);
@@ -402,8 +418,9 @@ TEST(ReadDocumentTest, WriteWantsOneTranslationPerSegment) {
   }
 }
 
-// Inputs built to make a careless reader quadratic: each format reads a megabyte of them in well
-// under a second (a quadratic reader would take minutes).
+// Inputs built to make a careless reader quadratic: each format reads and writes a megabyte of
+// them in a fraction of a second in a Release build (a quadratic reader would take many minutes);
+// the bound leaves room for sanitizer builds on a loaded machine.
 TEST(ReadDocumentTest, PathologicalInputsAreReadInLinearTime) {
   const size_t n = 1 << 20;
   std::string backticks;
@@ -416,11 +433,11 @@ TEST(ReadDocumentTest, PathologicalInputsAreReadInLinearTime) {
       {"a.md", backticks},
       {"a.md", std::string(n, '\n')},
       {"a.md", absl::StrReplaceAll(std::string(n / 2, 'x'), {{"x", "a\n"}})},
-      {"a.srt", absl::StrCat("1\n0 --> 1\n", absl::StrReplaceAll(std::string(n / 2, 'x'),
-                                                                 {{"x", "<a"}}))},
+      {"a.srt",
+       absl::StrCat("1\n0 --> 1\n", absl::StrReplaceAll(std::string(n / 2, 'x'), {{"x", "<a"}}))},
       {"a.vtt", absl::StrCat("WEBVTT\n\n0 --> 1\n", std::string(n, '{'))},
-      {"a.srt", absl::StrCat("1\n0 --> 1\n", absl::StrReplaceAll(std::string(n / 2, 'x'),
-                                                                 {{"x", "a\n"}}))},
+      {"a.srt",
+       absl::StrCat("1\n0 --> 1\n", absl::StrReplaceAll(std::string(n / 2, 'x'), {{"x", "a\n"}}))},
       {"a.txt", std::string(n, ' ')},
   };
   for (const auto& [name, bytes] : files) {
@@ -431,7 +448,7 @@ TEST(ReadDocumentTest, PathologicalInputsAreReadInLinearTime) {
     (void)WriteOrDie(*document, Upper(document->texts()));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_LT(seconds, 2.0) << name << " " << bytes.substr(0, 20);
+    EXPECT_LT(seconds, 10.0) << name << " " << bytes.substr(0, 20);
   }
 }
 

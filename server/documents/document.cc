@@ -46,7 +46,7 @@ void ReadPlainText(absl::string_view source, size_t from, SegmentBuilder* out) {
   }
 }
 
-// HTML through html_text.h; text nodes of blanks only are not segments, and a node's blanks at
+// HTML through html_text.h; text nodes without a letter are not segments, and a node's blanks at
 // both ends stay outside its segment when they are the same in the source and the text (no
 // character reference among them).
 class HtmlDocument : public Document {
@@ -71,8 +71,8 @@ absl::StatusOr<std::unique_ptr<Document>> HtmlDocument::Read(std::string source,
     absl::string_view text = html->texts[i];
     auto [begin, end] = html->spans[i];
     size_t lead = 0, trail = 0;
-    while (lead < text.size() && IsHtmlBlank(text[lead])) ++lead;
-    if (lead == text.size()) continue;
+    if (!HasLetter(text)) continue;
+    while (IsHtmlBlank(text[lead])) ++lead;
     while (IsHtmlBlank(text[text.size() - 1 - trail])) ++trail;
     const absl::string_view span = absl::string_view(source).substr(begin, end - begin);
     if (span.substr(0, lead) == text.substr(0, lead) && span.size() >= lead + trail &&

@@ -62,17 +62,64 @@ class BacktickRuns {
   absl::flat_hash_map<size_t, std::pair<std::vector<size_t>, size_t>> runs_;
 };
 
-// The inline content of one line, [begin, end): text pieces, cut at inline markup.
+// The inline content of a block (a paragraph's lines, a heading, a table row): its lines' text
+// joined with '\n', read as one (a code span or a link may run over a line break), and where
+// each line is in the file.
+class InlineText {
+ public:
+  // The next line: the file's bytes [begin, end).
+  void AddLine(absl::string_view source, size_t begin, size_t end) {
+    if (!lines_.empty()) text_ += '\n';
+    starts_.push_back(text_.size());
+    lines_.emplace_back(begin, end);
+    absl::StrAppend(&text_, source.substr(begin, end - begin));
+  }
+  const std::string& text() const { return text_; }
+  bool empty() const { return lines_.empty(); }
+  void Clear() {
+    text_.clear();
+    starts_.clear();
+    lines_.clear();
+  }
+
+  // Gives out [begin, end) of text() as the file's pieces, each '\n' as the joint between
+  // two lines.
+  void Emit(size_t begin, size_t end, SegmentBuilder* out) const {
+    if (begin >= end) return;
+    size_t k = std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin() - 1;
+    while (true) {
+      const auto [line_begin, line_end] = lines_[k];
+      const size_t start = starts_[k], stop = start + (line_end - line_begin);
+      if (std::max(begin, start) < std::min(end, stop)) {
+        out->Text(line_begin + std::max(begin, start) - start,
+                  line_begin + std::min(end, stop) - start);
+      }
+      if (end <= stop || k + 1 >= lines_.size()) return;
+      out->Joint(line_end, lines_[k + 1].first);
+      ++k;
+    }
+  }
+
+ private:
+  std::string text_;
+  std::vector<size_t> starts_;                    // where each line starts in text_
+  std::vector<std::pair<size_t, size_t>> lines_;  // where each line is in the file
+};
+
+// Inline content, [begin, end) of an InlineText: text pieces, cut at inline markup.
 class InlineScanner {
  public:
-  InlineScanner(absl::string_view source, size_t begin, size_t end, SegmentBuilder* out)
-      : s_(source),
+  InlineScanner(const InlineText& text, size_t begin, size_t end, SegmentBuilder* out)
+      : text_(text),
+        s_(text.text()),
         begin_(begin),
         end_(end),
         out_(out),
-        close_bracket_(source, end, ']'),
-        close_paren_(source, end, ')'),
-        close_angle_(source, end, '>') {}
+        close_bracket_(s_, end, ']'),
+        close_paren_(s_, end, ')'),
+        close_angle_(s_, end, '>') {}
+  InlineScanner(const InlineText& text, SegmentBuilder* out)
+      : InlineScanner(text, 0, text.text().size(), out) {}
 
   // `links`: false inside a link's text (links do not nest).
   void Scan(bool links);
@@ -86,10 +133,11 @@ class InlineScanner {
   size_t LinkEnd(size_t i, size_t* text_end);
 
   void Markup(size_t text_start, size_t at) {
-    out_->Text(text_start, at);
+    text_.Emit(text_start, at, out_);
     out_->Cut();
   }
 
+  const InlineText& text_;
   absl::string_view s_;
   size_t begin_, end_;
   SegmentBuilder* out_;
@@ -123,8 +171,7 @@ void InlineScanner::Scan(bool links) {
       const size_t link_end = LinkEnd(open, &text_end);
       if (link_end > 0) {  // the link's text is a segment of its own
         Markup(text_start, i);
-        InlineScanner text(s_, open + 1, text_end, out_);
-        text.Scan(/*links=*/false);
+        InlineScanner(text_, open + 1, text_end, out_).Scan(/*links=*/false);
         out_->Cut();
         i = text_start = link_end;
         continue;
@@ -137,7 +184,7 @@ void InlineScanner::Scan(bool links) {
       ++i;
     }
   }
-  out_->Text(text_start, end_);
+  text_.Emit(text_start, end_, out_);
 }
 
 size_t InlineScanner::CodeSpanEnd(size_t i) {
@@ -161,7 +208,7 @@ size_t InlineScanner::UrlEnd(size_t i) {
   if (!absl::StartsWith(rest, "http://") && !absl::StartsWith(rest, "https://")) return 0;
   if (i > begin_ && absl::ascii_isalnum(s_[i - 1])) return 0;
   size_t end = i;
-  while (end < end_ && !IsBlank(s_[end])) ++end;
+  while (end < end_ && !IsBlank(s_[end]) && s_[end] != '\n') ++end;
   // Sentence punctuation after a URL belongs to the sentence.
   while (end > i && absl::StrContains(".,;:!?)", s_[end - 1])) --end;
   return end;
@@ -334,8 +381,17 @@ class MarkdownReader {
   void Cells(size_t begin, size_t end);
   void ParagraphLine(size_t content, size_t end);
   void EndBlock() {
+    if (!paragraph_text_.empty()) InlineScanner(paragraph_text_, out_).Scan(/*links=*/true);
+    paragraph_text_.Clear();
     out_->Cut();
     paragraph_ = table_ = false;
+  }
+  // A heading or a table cell: one line, [begin, end).
+  void LineText(size_t begin, size_t end) {
+    InlineText text;
+    text.AddLine(s_, begin, end);
+    InlineScanner(text, out_).Scan(/*links=*/true);
+    out_->Cut();
   }
 
   absl::string_view s_;
@@ -346,8 +402,8 @@ class MarkdownReader {
   bool in_html_ = false;
   std::string html_end_;
   bool paragraph_ = false, table_ = false, blank_before_ = false;
-  size_t paragraph_end_ = 0;  // where the paragraph's last line ends
-  size_t list_indent_ = 0;    // the columns of a list item's content; 0: not in a list
+  InlineText paragraph_text_;  // the lines of the paragraph read so far
+  size_t list_indent_ = 0;     // the columns of a list item's content; 0: not in a list
 };
 
 size_t MarkdownReader::SkipFrontMatter() const {
@@ -456,8 +512,7 @@ bool MarkdownReader::Heading(size_t content, size_t end) {
     end = close;
     TrimBlanks(s_, &begin, &end);
   }
-  InlineScanner(s_, begin, end, out_).Scan(/*links=*/true);
-  out_->Cut();
+  LineText(begin, end);
   return true;
 }
 
@@ -488,20 +543,16 @@ void MarkdownReader::Cells(size_t begin, size_t end) {
     if (s_[i] == '\\') {
       ++i;
     } else if (s_[i] == '|') {
-      InlineScanner(s_, cell, i, out_).Scan(/*links=*/true);
-      out_->Cut();
+      LineText(cell, i);
       cell = i + 1;
     }
   }
-  InlineScanner(s_, cell, end, out_).Scan(/*links=*/true);
-  out_->Cut();
+  LineText(cell, end);
 }
 
 void MarkdownReader::ParagraphLine(size_t content, size_t end) {
-  if (paragraph_) out_->Joint(paragraph_end_, content);
-  InlineScanner(s_, content, end, out_).Scan(/*links=*/true);
+  paragraph_text_.AddLine(s_, content, end);
   paragraph_ = true;
-  paragraph_end_ = end;
 }
 
 }  // namespace

@@ -108,6 +108,7 @@ void SegmentBuilder::Cut() {
     found = true;
   }
   if (!found) return;
+  if (!HasLetter(source_.substr(begin, end - begin))) return;
   if (static_cast<int64_t>(segments_.size()) >= max_segments_) {
     over_limit_ = true;
     return;

@@ -36,7 +36,7 @@ struct Segment {
 
 // Collects segments in file order from the pieces a format's reader finds. Leading and trailing
 // whitespace of a segment stays outside it (in the file's bytes around it); so do joints at its
-// edges. A segment with no text but whitespace is dropped.
+// edges. A segment without a letter (HasLetter) is dropped.
 class SegmentBuilder {
  public:
   SegmentBuilder(absl::string_view source, int64_t max_segments)
@@ -87,6 +87,18 @@ class SegmentedDocument : public Document {
 };
 
 constexpr absl::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
+// Whether a text has anything to translate: an ASCII letter or any other script's character
+// (a byte past ASCII). Text of digits, punctuation and blanks only ("1.", ", ", "--") is not a
+// segment: it stays as it is, and a model is not asked to make something of it.
+inline bool HasLetter(absl::string_view text) {
+  for (char c : text) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || static_cast<unsigned char>(c) >= 0x80) {
+      return true;
+    }
+  }
+  return false;
+}
 
 // Space, tab, carriage return, form feed, vertical tab.
 inline bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }

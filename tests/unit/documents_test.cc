@@ -72,6 +72,12 @@ TEST(PlainTextTest, EachNonBlankLineIsASegmentWithoutItsBlanks) {
             "SIN SALTO FINAL");
 }
 
+TEST(PlainTextTest, LinesWithoutALetterAreNotSegments) {
+  auto document = Read("a.txt", "1.\n-- 2024 --\n¿?\nB2\n");
+  ASSERT_NE(document, nullptr);
+  EXPECT_THAT(document->texts(), ElementsAre("¿?", "B2"));  // '¿' is past ASCII: it counts
+}
+
 TEST(PlainTextTest, EmptyAndBlankFilesHaveNoSegments) {
   for (absl::string_view bytes : {"", "\n", "\r\n\r\n", "\xEF\xBB\xBF", "  \t "}) {
     auto document = Read("vacío.txt", bytes);
@@ -331,6 +337,18 @@ TEST(MarkdownTest, NoWrittenLineStartsWithMarkdownSyntax) {
   EXPECT_EQ(WriteOrDie(*document, {"One two # three 1. four"}), "One two #\nthree 1. four\n");
 }
 
+TEST(MarkdownTest, CodeSpansAndLinksMayRunOverALineBreak) {
+  constexpr absl::string_view kWrapped =
+      "> Ejecute `make\n> test` en la [carpeta\n> del proyecto](docs/a.md) y espere.\n";
+  auto document = Read("a.md", kWrapped);
+  ASSERT_NE(document, nullptr);
+  EXPECT_THAT(document->texts(),
+              ElementsAre("Ejecute", "en la", "carpeta del proyecto", "y espere."));
+  ExpectRoundTrip("a.md", kWrapped);
+  EXPECT_EQ(WriteOrDie(*document, {"Run", "in the", "project folder", "and wait."}),
+            "> Run `make\n> test` in the [project\n> folder](docs/a.md) and wait.\n");
+}
+
 TEST(MarkdownTest, UnclosedFenceAndCodeSpanAreHandled) {
   auto document = Read("a.md", "Texto con `comilla sin cerrar\n\n```\ncódigo sin cerrar\n");
   ASSERT_NE(document, nullptr);
@@ -348,7 +366,8 @@ constexpr absl::string_view kHtml =
 TEST(HtmlTest, TextNodesAreSegmentsAndTheRestIsKept) {
   auto document = Read("página.HTML", kHtml);
   ASSERT_NE(document, nullptr);
-  EXPECT_THAT(document->texts(), ElementsAre("Página", "Hola & adiós", "Mundo", "cruel", "."));
+  // "." after </b> has no letter: it is not a segment.
+  EXPECT_THAT(document->texts(), ElementsAre("Página", "Hola & adiós", "Mundo", "cruel"));
   ExpectRoundTrip("página.htm", kHtml);
   EXPECT_EQ(WriteOrDie(*document, Upper(document->texts())),
             "<!DOCTYPE html>\n<html><head><title>PáGINA</title><style>p { color: red }</style>"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -327,33 +328,37 @@ bool IsBlockTag(absl::string_view name) {
   return false;
 }
 
-// How an HTML block that starts with `lower` (a line in lower case) ends: a string on one of its
-// lines, or "" for a blank line. False when the line starts no HTML block.
-bool HtmlBlockEnd(absl::string_view lower, bool in_paragraph, std::string* end) {
-  if (lower.size() < 2 || lower[0] != '<') return false;
-  if (absl::StartsWith(lower, "<!--")) return *end = "-->", true;
-  if (absl::StartsWith(lower, "<?")) return *end = "?>", true;
-  if (absl::StartsWith(lower, "<![cdata[")) return *end = "]]>", true;
-  if (lower[1] == '!' && lower.size() > 2 && absl::ascii_isalpha(lower[2])) {
-    return *end = ">", true;
+// How an HTML block that starts with `lower` (a line in lower case) ends: at a line holding the
+// string returned, or at a blank line when it is empty. None when the line starts no HTML block.
+std::optional<std::string> HtmlBlockEnd(absl::string_view lower, bool in_paragraph) {
+  if (lower.size() < 2 || lower[0] != '<') return std::nullopt;
+  // Comments, processing instructions, CDATA and declarations end where they close.
+  static constexpr std::pair<absl::string_view, absl::string_view> kClosed[] = {
+      {"<!--", "-->"}, {"<?", "?>"}, {"<![cdata[", "]]>"}};
+  for (const auto& [open, close] : kClosed) {
+    if (absl::StartsWith(lower, open)) return std::string(close);
   }
+  if (lower[1] == '!' && lower.size() > 2 && absl::ascii_isalpha(lower[2])) return ">";
   size_t i = lower[1] == '/' ? 2 : 1;
   const size_t name_begin = i;
   while (i < lower.size() && (absl::ascii_isalnum(lower[i]) || lower[i] == '-')) ++i;
   const absl::string_view name = lower.substr(name_begin, i - name_begin);
   if (name.empty() ||
       (i < lower.size() && !IsBlank(lower[i]) && lower[i] != '>' && lower[i] != '/')) {
-    return false;
+    return std::nullopt;
   }
+  // Elements whose content is not Markdown end at their closing tag.
   for (absl::string_view raw : {"script", "pre", "style", "textarea"}) {
-    if (name == raw && name_begin == 1) return *end = absl::StrCat("</", raw, ">"), true;
+    if (name == raw && name_begin == 1) return absl::StrCat("</", raw, ">");
   }
-  *end = "";
-  if (IsBlockTag(name)) return true;
+  if (IsBlockTag(name)) return "";
   // Any other tag alone on its line, not inside a paragraph (CommonMark's kind 7).
-  absl::string_view trimmed = absl::StripTrailingAsciiWhitespace(lower);
-  return !in_paragraph && absl::EndsWith(trimmed, ">") &&
-         trimmed.find('<', 1) == absl::string_view::npos;
+  const absl::string_view trimmed = absl::StripTrailingAsciiWhitespace(lower);
+  if (!in_paragraph && absl::EndsWith(trimmed, ">") &&
+      trimmed.find('<', 1) == absl::string_view::npos) {
+    return "";
+  }
+  return std::nullopt;
 }
 
 // Reads the blocks, line by line.
@@ -491,7 +496,9 @@ bool MarkdownReader::OpenFence(absl::string_view text) {
 
 bool MarkdownReader::OpenHtml(size_t content, const Line& line) {
   const std::string lower = absl::AsciiStrToLower(TextOf(content, line.end));
-  if (!HtmlBlockEnd(lower, paragraph_, &html_end_)) return false;
+  std::optional<std::string> end = HtmlBlockEnd(lower, paragraph_);
+  if (!end.has_value()) return false;
+  html_end_ = *std::move(end);
   EndBlock();
   // The block may end on its first line ("<!-- a comment -->").
   in_html_ = html_end_.empty() || !absl::StrContains(absl::string_view(lower).substr(1), html_end_);

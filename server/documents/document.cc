@@ -47,8 +47,7 @@ void ReadPlainText(absl::string_view source, size_t from, SegmentBuilder* out) {
 }
 
 // HTML through html_text.h; text nodes without a letter are not segments, and a node's blanks at
-// both ends stay outside its segment when they are the same in the source and the text (no
-// character reference among them).
+// both ends stay outside its segment.
 class HtmlDocument : public Document {
  public:
   static absl::StatusOr<std::unique_ptr<Document>> Read(std::string source,
@@ -69,18 +68,14 @@ absl::StatusOr<std::unique_ptr<Document>> HtmlDocument::Read(std::string source,
   auto document = std::make_unique<HtmlDocument>();
   for (size_t i = 0; i < html->texts.size(); ++i) {
     absl::string_view text = html->texts[i];
-    auto [begin, end] = html->spans[i];
-    size_t lead = 0, trail = 0;
     if (!HasLetter(text)) continue;
-    while (IsHtmlBlank(text[lead])) ++lead;
-    while (IsHtmlBlank(text[text.size() - 1 - trail])) ++trail;
-    const absl::string_view span = absl::string_view(source).substr(begin, end - begin);
-    if (span.substr(0, lead) == text.substr(0, lead) && span.size() >= lead + trail &&
-        span.substr(span.size() - trail) == text.substr(text.size() - trail)) {
-      text = text.substr(lead, text.size() - lead - trail);
-      begin += lead;
-      end -= trail;
-    }
+    auto [begin, end] = html->spans[i];
+    // The blanks at both ends, out of the text and out of the source (the parser reads "\r\n"
+    // as "\n", so they need not be the same bytes).
+    while (IsHtmlBlank(text.front())) text.remove_prefix(1);
+    while (IsHtmlBlank(text.back())) text.remove_suffix(1);
+    while (begin < end && IsHtmlBlank(source[begin])) ++begin;
+    while (end > begin && IsHtmlBlank(source[end - 1])) --end;
     if (static_cast<int64_t>(document->texts_.size()) >= limits.max_segments) {
       return absl::InvalidArgumentError(
           absl::StrCat("the file has more than ", limits.max_segments, " segments to translate"));

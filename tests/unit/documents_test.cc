@@ -369,6 +369,11 @@ TEST(HtmlTest, TextNodesAreSegmentsAndTheRestIsKept) {
   // "." after </b> has no letter: it is not a segment.
   EXPECT_THAT(document->texts(), ElementsAre("Página", "Hola & adiós", "Mundo", "cruel"));
   ExpectRoundTrip("página.htm", kHtml);
+  ExpectRoundTrip("página.htm", absl::StrReplaceAll(kHtml, {{"\n", "\r\n"}}));
+  auto crlf = Read("página.htm", "<p>\r\n  Hola\r\n</p>");
+  ASSERT_NE(crlf, nullptr);
+  EXPECT_THAT(crlf->texts(), ElementsAre("Hola"));
+  EXPECT_EQ(WriteOrDie(*crlf, {"Hello"}), "<p>\r\n  Hello\r\n</p>");
   EXPECT_EQ(WriteOrDie(*document, Upper(document->texts())),
             "<!DOCTYPE html>\n<html><head><title>PáGINA</title><style>p { color: red }</style>"
             "</head>\n<body>\n  <p>HOLA &amp; ADIóS</p>\n  <p>  MUNDO <b>CRUEL</b>.</p>\n"

@@ -162,7 +162,10 @@ absl::StatusOr<std::unique_ptr<Document>> ReadDocument(absl::string_view file_na
                                                    limits.max_bytes, ": send it in parts"));
   }
   if (!IsValidUtf8(bytes)) {
-    return absl::InvalidArgumentError("the file is not UTF-8 text: save it as UTF-8");
+    // Subtitles and text from Windows programs are often UTF-16, which starts with its BOM.
+    const bool utf16 = absl::StartsWith(bytes, "\xFF\xFE") || absl::StartsWith(bytes, "\xFE\xFF");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the file is not UTF-8 text", utf16 ? " (it is UTF-16)" : "", ": save it as UTF-8"));
   }
   if (format->format == Format::kHtml) return HtmlDocument::Read(std::move(bytes), limits);
   return ReadSegmented(format->format, std::move(bytes), limits);

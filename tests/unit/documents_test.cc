@@ -405,13 +405,8 @@ TEST(ReadDocumentTest, RefusesBytesThatAreNotUtf8) {
     EXPECT_EQ(document.status().code(), absl::StatusCode::kInvalidArgument) << name;
     EXPECT_THAT(document.status().message(), HasSubstr("not UTF-8")) << name;
   }
-  EXPECT_THAT(ReadDocument("a.srt",
-                           std::string("\xFF\xFE"
-                                       "1\0\n\0",
-                                       6),
-                           {})
-                  .status()
-                  .message(),
+  const std::string utf16 = {'\xFF', '\xFE', '1', '\0', '\n', '\0'};  // "1\n", UTF-16LE
+  EXPECT_THAT(ReadDocument("a.srt", utf16, {}).status().message(),
               HasSubstr("not UTF-8 text (it is UTF-16): save it as UTF-8"));
 }
 

@@ -542,6 +542,7 @@ bool MarkdownReader::TableRow(size_t k, size_t content, size_t end) {
 
 // The cells of a table row, between unescaped pipes.
 void MarkdownReader::Cells(size_t begin, size_t end) {
+  out_->set_table_cell(true);
   TrimBlanks(s_, &begin, &end);
   if (begin < end && s_[begin] == '|') ++begin;
   if (end > begin && s_[end - 1] == '|' && (end - 1 == begin || s_[end - 2] != '\\')) --end;
@@ -555,6 +556,7 @@ void MarkdownReader::Cells(size_t begin, size_t end) {
     }
   }
   LineText(cell, end);
+  out_->set_table_cell(false);
 }
 
 void MarkdownReader::ParagraphLine(size_t content, size_t end) {

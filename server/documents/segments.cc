@@ -1,6 +1,5 @@
 #include "server/documents/segments.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -33,6 +32,30 @@ long NearestSpace(const std::vector<size_t>& spaces, size_t target, size_t* firs
     ++s;
   }
   return static_cast<long>(s++);
+}
+
+// A translation without line breaks and, in a table cell, with each '|' escaped (a '|' would end
+// the cell, as a backslash at the end would escape the cell's closing '|').
+std::string Sanitized(absl::string_view translation, bool table_cell) {
+  std::string out;
+  out.reserve(translation.size());
+  for (size_t i = 0; i < translation.size(); ++i) {
+    const char c = translation[i];
+    const char next = i + 1 < translation.size() ? translation[i + 1] : '\0';
+    if (c == '\r' || c == '\n') {
+      out += ' ';
+    } else if (table_cell && c == '\\' && next != '\0' && next != '\r' && next != '\n') {
+      out += c;
+      out += next;  // an escaped character, "\|" among them, stays as it is
+      ++i;
+    } else if (table_cell && (c == '|' || c == '\\')) {
+      out += '\\';
+      out += c;
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 bool IsBlankText(absl::string_view text) {
@@ -113,7 +136,7 @@ void SegmentBuilder::Cut() {
     over_limit_ = true;
     return;
   }
-  Segment segment{begin, end, {}};
+  Segment segment{begin, end, {}, table_cell_};
   std::string text;
   size_t pos = begin;  // the next byte of the segment not yet in `text`
   for (const Item& item : items) {
@@ -157,13 +180,11 @@ absl::StatusOr<std::string> SegmentedDocument::Write(
       // An empty translation would leave an empty line, which ends a paragraph or a cue.
       absl::StrAppend(
           &out, absl::string_view(source_).substr(segment.begin, segment.end - segment.begin));
-    } else if (translation.find_first_of("\r\n") == std::string::npos) {
+    } else if (translation.find_first_of(segment.table_cell ? "\r\n|\\" : "\r\n") ==
+               std::string::npos) {
       WriteSegment(i, translation, &out);
     } else {
-      std::string one_line = translation;
-      std::replace(one_line.begin(), one_line.end(), '\r', ' ');
-      std::replace(one_line.begin(), one_line.end(), '\n', ' ');
-      WriteSegment(i, one_line, &out);
+      WriteSegment(i, Sanitized(translation, segment.table_cell), &out);
     }
     pos = segment.end;
   }

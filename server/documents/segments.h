@@ -32,6 +32,8 @@ struct Segment {
   size_t begin = 0, end = 0;  // the segment's bytes in the file
   // The joints between its lines, in order, each [begin, end) in the file.
   std::vector<std::pair<size_t, size_t>> joints;
+  // A Markdown table cell: a '|' in its translation is written "\|" (else it would end the cell).
+  bool table_cell = false;
 };
 
 // Collects segments in file order from the pieces a format's reader finds. Leading and trailing
@@ -48,6 +50,8 @@ class SegmentBuilder {
   void Joint(size_t begin, size_t end);
   // Ends the current segment (markup or the end of a block follows).
   void Cut();
+  // Whether the segments from here on are Markdown table cells.
+  void set_table_cell(bool table_cell) { table_cell_ = table_cell; }
 
   // True when more than max_segments segments were found (the ones past it are not kept).
   bool over_limit() const { return over_limit_; }
@@ -62,6 +66,7 @@ class SegmentBuilder {
   absl::string_view source_;
   int64_t max_segments_;
   bool over_limit_ = false;
+  bool table_cell_ = false;
   std::vector<Item> items_;  // of the current segment
   std::vector<Segment> segments_;
   std::vector<std::string> texts_;

@@ -349,6 +349,15 @@ TEST(MarkdownTest, CodeSpansAndLinksMayRunOverALineBreak) {
             "> Run `make\n> test` in the [project\n> folder](docs/a.md) and wait.\n");
 }
 
+TEST(MarkdownTest, APipeInACellsTranslationIsEscaped) {
+  constexpr absl::string_view kTable = "| a | b |\n|---|---|\n| uno \\| dos | tres |\n";
+  auto document = Read("a.md", kTable);
+  ASSERT_NE(document, nullptr);
+  EXPECT_THAT(document->texts(), ElementsAre("a", "b", "uno \\| dos", "tres"));
+  EXPECT_EQ(WriteOrDie(*document, {"a", "b", "one | two \\| x", "three\\"}),
+            "| a | b |\n|---|---|\n| one \\| two \\| x | three\\\\ |\n");
+}
+
 TEST(MarkdownTest, UnclosedFenceAndCodeSpanAreHandled) {
   auto document = Read("a.md", "Texto con `comilla sin cerrar\n\n```\ncódigo sin cerrar\n");
   ASSERT_NE(document, nullptr);

@@ -16,27 +16,6 @@
 namespace glossa::server {
 namespace {
 
-// The next `c` at or after a position, searching each byte once however often it is asked (a
-// line of many '[' and no ']' stays linear).
-class NextChar {
- public:
-  NextChar(absl::string_view source, size_t end, char c) : source_(source), end_(end), c_(c) {}
-  // The first `c` in [i, end), or end.
-  size_t From(size_t i) {
-    if (found_ == kUnknown || (found_ < i && found_ != end_)) {
-      found_ = std::min(source_.substr(0, end_).find(c_, i), end_);
-    }
-    return found_;
-  }
-
- private:
-  static constexpr size_t kUnknown = ~size_t{0};
-  absl::string_view source_;
-  size_t end_;
-  char c_;
-  size_t found_ = kUnknown;
-};
-
 // Code spans: each run of backticks closes at the next run of the same length.
 class BacktickRuns {
  public:

@@ -18,6 +18,7 @@
 #ifndef GLOSSA_SERVER_DOCUMENTS_SEGMENTS_H_
 #define GLOSSA_SERVER_DOCUMENTS_SEGMENTS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -107,6 +108,27 @@ inline bool HasLetter(absl::string_view text) {
 
 // Space, tab, carriage return, form feed, vertical tab.
 inline bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+// The next `c` before `end` at or after a position. Asked for positions in increasing order, it
+// reads each byte once: a line of many '[' and no ']' is read in linear time, not quadratic.
+class NextChar {
+ public:
+  NextChar(absl::string_view source, size_t end, char c) : source_(source), end_(end), c_(c) {}
+  // The first `c` in [i, end), or end.
+  size_t From(size_t i) {
+    if (found_ == kUnknown || (found_ < i && found_ != end_)) {
+      found_ = std::min(source_.substr(0, end_).find(c_, i), end_);
+    }
+    return found_;
+  }
+
+ private:
+  static constexpr size_t kUnknown = ~size_t{0};
+  absl::string_view source_;
+  size_t end_;
+  char c_;
+  size_t found_ = kUnknown;
+};
 
 // The lines of a file: [begin, end) without the line break; `next` is where the next one starts.
 struct Line {

@@ -1,6 +1,5 @@
 #include "server/documents/subtitles.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -20,29 +19,9 @@ bool IsWebVttMetadata(absl::string_view first_line) {
          StartsWithWord(first_line, "REGION");
 }
 
-// Finds the next '>' or '}' of a line; each search starts where the last one ended, so that a
-// line of many '<' and no '>' is read in linear time.
-class CloseFinder {
- public:
-  CloseFinder(absl::string_view source, const Line& line)
-      : line_(source.substr(0, line.end)), end_(line.end) {}
-  // The first `close` at or after i, or the line's end.
-  size_t Next(char close, size_t i) {
-    size_t& found = close == '>' ? angle_ : brace_;
-    if (found != kUnknown && (found >= i || found == end_)) return found;
-    found = std::min(line_.find(close, i), end_);
-    return found;
-  }
-
- private:
-  static constexpr size_t kUnknown = ~size_t{0};
-  absl::string_view line_;
-  size_t end_;
-  size_t angle_ = kUnknown, brace_ = kUnknown;
-};
-
 // Where the tag that starts at source[i] ends (past its '>' or '}'), or 0 when none starts there.
-size_t TagEnd(absl::string_view source, size_t i, size_t line_end, CloseFinder* finder) {
+size_t TagEnd(absl::string_view source, size_t i, size_t line_end, NextChar* angle,
+              NextChar* brace) {
   char close;
   if (source[i] == '<' && i + 1 < line_end &&
       (absl::ascii_isalnum(source[i + 1]) || source[i + 1] == '/')) {
@@ -52,17 +31,17 @@ size_t TagEnd(absl::string_view source, size_t i, size_t line_end, CloseFinder* 
   } else {
     return 0;
   }
-  const size_t end = finder->Next(close, i + 2);
+  const size_t end = (close == '>' ? angle : brace)->From(i + 2);
   return end == line_end ? 0 : end + 1;
 }
 
 // One line of a cue's text: its text pieces, cut at each tag.
 void ReadCueLine(absl::string_view source, const Line& line, SegmentBuilder* out) {
-  CloseFinder finder(source, line);
+  NextChar angle(source, line.end, '>'), brace(source, line.end, '}');
   size_t text_start = line.begin;
   size_t i = line.begin;
   while (i < line.end) {
-    const size_t tag_end = TagEnd(source, i, line.end, &finder);
+    const size_t tag_end = TagEnd(source, i, line.end, &angle, &brace);
     if (tag_end == 0) {
       ++i;
       continue;

@@ -3,15 +3,18 @@
 //
 // A segment is a run of prose (a line of a text file, a Markdown paragraph or table cell, a
 // subtitle cue, an HTML text node); the server translates each as a small document of its own
-// (it splits sentences itself). The format is chosen by the file name's extension:
+// (it splits sentences itself). Text without a letter ("1.", "--") is not a segment. The format
+// is chosen by the file name's extension:
 //
-//   .txt              each non-blank line (server/documents/document.cc)
+//   .txt              each line, its blanks at both ends kept outside (document.cc)
 //   .md, .markdown    paragraphs, headings, list items, table cells (markdown.h)
 //   .srt, .vtt        each cue's text, its lines joined (subtitles.h)
 //   .html, .htm       each text node (server/text/html_text.h)
 //
-// Formats that are archives of XML (docx, odt, epub) fit the same interface: each holds
-// paragraphs of text with inline markup in them.
+// A segment's text is plain text: inline markup (a link's destination, a code span, a tag) ends
+// the segment before it and is kept as it is (segments.h). Formats that are archives of XML
+// (docx, odt, epub) fit the same interface: each holds paragraphs of text in runs of inline
+// markup; a segment may then also carry the spans of its markup, beside its text.
 #ifndef GLOSSA_SERVER_DOCUMENTS_DOCUMENT_H_
 #define GLOSSA_SERVER_DOCUMENTS_DOCUMENT_H_
 

@@ -140,12 +140,22 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       End(ToGrpcStatus(parsed.status()));
       return;
     }
-    auto routed = RouteRequest(*parsed, service.registry(), service.pivot_language());
+    if (service.registry().AllLoaded()) {
+      Route(*parsed);
+      return;
+    }
+    // A model may have to load first: not on this thread, one of the few that run every
+    // call's callbacks.
+    std::thread([this, request = *std::move(parsed)] { Route(request); }).detach();
+  }
+
+  void Route(const v1::TranslateRequest& request) {
+    auto routed = RouteRequest(request, service_.registry(), service_.pivot_language());
     if (routed.ok() && routed->parts.size() == 1 && !routed->parts.front().pivot.empty()) {
       if (!routed->detected.empty()) detected_ = routed->detected.front();
       FirstHop(routed->parts.front());
     } else {
-      Stream(*parsed);  // reports a routing error too
+      Stream(request);  // reports a routing error too
     }
   }
 
@@ -164,7 +174,19 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
           }
           const v1::Translation& t = first->translations(0);
           second.add_texts(t.hypotheses_size() > 0 ? t.hypotheses(0).text() : std::string());
-          Stream(second);
+          {
+            // Lets go of the first model (the run holds it), which a load may unload; the
+            // run itself lives until this callback returns.
+            absl::MutexLock lock(&mu_);
+            first_hop_.reset();
+          }
+          if (service_.registry().AllLoaded()) {
+            Stream(second);
+            return;
+          }
+          // The second model may have to load: not on the first model's worker thread, whose
+          // other requests would wait for the load.
+          std::thread([this, second = std::move(second)] { Stream(second); }).detach();
         });
     if (!run.ok()) {
       End(ToGrpcStatus(run.status()));

@@ -583,6 +583,9 @@ void Engine::Iterate(Worker* worker) {
 void Engine::WorkerLoop(Worker* worker) {
   SetComputeThreads(options_.threads_per_worker);
   while (WaitForWork(worker)) Iterate(worker);
+  // Shutdown may set abort_ between an iteration's EndExpiredJobs and its Admit, which then drops
+  // the queued jobs: ended here, or their callers would wait forever.
+  EndExpiredJobs(worker);
 }
 
 bool Engine::RunOnce() {

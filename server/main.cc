@@ -21,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/documents/document.h"
+#include "server/file_api/translate_file.h"
 #include "server/glossaries/glossary_store.h"
 #include "server/grpc/glossary_service.h"
 #include "server/grpc/service.h"
@@ -66,12 +68,13 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "empty: no metrics endpoint). If this default address is taken the server warns and "
           "runs without metrics; an address given explicitly must be free.");
 ABSL_FLAG(std::string, http_listen, "127.0.0.1:8080",
-          "HTTP/JSON address, HOST:PORT: LibreTranslate's POST /translate, GET /languages and "
-          "POST /detect, Glossa's POST /v1/translate, GET /v1/models and /v1/glossaries "
+          "HTTP/JSON address, HOST:PORT: LibreTranslate's POST /translate, GET /languages, "
+          "POST /detect, POST /translate_file and GET /download_file/<name>, Glossa's POST /v1/translate, GET /v1/models and /v1/glossaries "
           "(protobuf JSON), and a page to try it at / (port 0 picks a free one; empty: no "
           "HTTP). If this default "
           "address is taken the server warns and runs without HTTP; an address given explicitly "
-          "must be free. Bodies are limited by --max_message_bytes.");
+          "must be free. Bodies are limited by --max_message_bytes (/translate_file's by "
+          "--max_file_mb).");
 ABSL_FLAG(int, http_threads, 16, "HTTP requests served at once (a thread each)");
 ABSL_FLAG(absl::Duration, http_timeout, absl::Seconds(30),
           "HTTP: the longest a client may take to send a request (headers and body), and each "
@@ -147,6 +150,14 @@ ABSL_FLAG(int, batch_limit, -1,
 ABSL_FLAG(int, req_limit, -1,
           "LibreTranslate's --req-limit: requests a minute per client (its API key, else its "
           "address) on /translate and /detect, then 429 'Slowdown'; -1: none");
+ABSL_FLAG(int64_t, max_file_mb, 20,
+          "LibreTranslate's POST /translate_file: the largest file accepted, in MiB (a 413 past "
+          "it); its formats are .txt, .md/.markdown, .srt, .vtt, .html/.htm");
+ABSL_FLAG(absl::Duration, file_keep, absl::Minutes(30),
+          "How long a translated file stays at its /download_file/<name> link");
+ABSL_FLAG(int64_t, file_keep_mb, 256,
+          "Translated files kept for download in all, in MiB (in memory); past it the oldest "
+          "are dropped");
 ABSL_FLAG(std::string, pivot_language, "en",
           "A request that names no model and whose pair no model translates goes through this "
           "language: source -> pivot by one model, pivot -> target by another (the response's "
@@ -158,6 +169,8 @@ namespace {
 
 using glossa::server::BuildInfo;
 using glossa::server::DefaultCacheBytes;
+using glossa::server::FileApi;
+using glossa::server::FileApiOptions;
 using glossa::server::GlossaryServiceImpl;
 using glossa::server::GlossaryStore;
 using glossa::server::HttpApi;
@@ -488,8 +501,24 @@ absl::StatusOr<std::unique_ptr<GlossaryStore>> OpenGlossaries(TranslatorService&
 // The HTTP side: the API and the server that calls it (both null when --http_listen is empty).
 struct HttpFront {
   std::unique_ptr<HttpApi> api;
+  std::unique_ptr<FileApi> files;
   std::unique_ptr<HttpServer> server;
 };
+
+// LibreTranslate's file API, its routes handed to `api` (server/file_api/ is a room above it).
+std::unique_ptr<FileApi> NewFileApi(const TranslatorService* service, HttpApi* api) {
+  FileApiOptions options;
+  options.max_file_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_file_mb)) << 20;
+  options.keep = absl::GetFlag(FLAGS_file_keep);
+  options.keep_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_file_keep_mb)) << 20;
+  options.batch_texts = std::max(1, std::min(64, absl::GetFlag(FLAGS_max_texts_per_request)));
+  options.timeout = absl::GetFlag(FLAGS_http_translate_timeout);
+  auto files = std::make_unique<FileApi>(service, &api->libre_limits(), options);
+  api->SetFileApi([files = files.get()](const HttpRequest& request) {
+    return files->Handle(request);
+  }, glossa::server::SupportedDocumentFormats());
+  return files;
+}
 
 // After the token is set: HTTP's routes check the same one.
 absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossaryStore* glossaries,
@@ -506,6 +535,8 @@ absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossarySt
   options.threads = std::max(1, absl::GetFlag(FLAGS_http_threads));
   options.timeout = absl::GetFlag(FLAGS_http_timeout);
   options.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  front.files = NewFileApi(service, front.api.get());
+  options.path_max_body_bytes["/translate_file"] = front.files->max_body_bytes();
   auto started = HttpServer::Start(options, [api = front.api.get()](const HttpRequest& request) {
     return api->Handle(request);
   });

@@ -32,9 +32,14 @@ std::string ErrorJson(absl::string_view message) {
 
 void Write(mg_connection* connection, const HttpResponse& response) {
   // CORS: LibreTranslate's clients include browser extensions and web pages of other origins.
+  const std::string disposition =
+      response.content_disposition.empty()
+          ? std::string()
+          : absl::StrCat("Content-Disposition: ", response.content_disposition,
+                         "\r\nAccess-Control-Expose-Headers: Content-Disposition\r\n");
   const std::string head =
       absl::StrCat("HTTP/1.1 ", response.status, " ", HttpReason(response.status), "\r\n",
-                   "Content-Type: ", response.content_type, "\r\n",
+                   "Content-Type: ", response.content_type, "\r\n", disposition,
                    "Content-Length: ", response.body.size(), "\r\n",
                    "Access-Control-Allow-Origin: *\r\n"
                    "Access-Control-Allow-Headers: Content-Type, Authorization\r\n"
@@ -179,7 +184,7 @@ HttpServer::~HttpServer() {
 }
 
 HttpServer::BodyRead HttpServer::ReadBody(mg_connection* connection, const mg_request_info* info,
-                                          std::string* body) {
+                                          int64_t limit, std::string* body) {
   // civetweb reads Content-Length and chunked bodies alike; the watchdog ends a read that is
   // still going at the deadline (see read_watchdog.h).
   // A client that asks before sending its body (curl does for large ones) would wait for a
@@ -196,7 +201,7 @@ HttpServer::BodyRead HttpServer::ReadBody(mg_connection* connection, const mg_re
     const int n = mg_read(connection, buffer, sizeof(buffer));
     if (n < 0) result = BodyRead::kFailed;
     if (n <= 0) break;
-    if (static_cast<int64_t>(body->size()) + n > options_.max_body_bytes) {
+    if (static_cast<int64_t>(body->size()) + n > limit) {
       result = BodyRead::kTooLarge;
       break;
     }
@@ -237,16 +242,19 @@ void HttpServer::Serve(mg_connection* connection) {
   request.query = info->query_string != nullptr ? info->query_string : "";
   request.content_type = Header(connection, "Content-Type");
   request.authorization = Header(connection, "Authorization");
+  request.host = Header(connection, "Host");
   request.remote_address = info->remote_addr;
   if (HasBody(request.method)) {
-    const int64_t limit = options_.max_body_bytes;
+    const auto bound = options_.path_max_body_bytes.find(request.path);
+    const int64_t limit =
+        bound == options_.path_max_body_bytes.end() ? options_.max_body_bytes : bound->second;
     const std::string too_large =
         ErrorJson(absl::StrCat("the body is larger than ", limit, " bytes"));
     if (info->content_length > limit) {
       Write(connection, {413, "application/json", too_large});
       return;
     }
-    switch (ReadBody(connection, info, &request.body)) {
+    switch (ReadBody(connection, info, limit, &request.body)) {
       case BodyRead::kComplete:
         break;
       case BodyRead::kTooLarge:

@@ -6,8 +6,10 @@
 #define GLOSSA_SERVER_HTTP_HTTP_SERVER_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,15 +28,23 @@ struct HttpRequest {
   std::string path;          // URL-decoded, without the query
   std::string query;         // raw, without '?'
   std::string content_type;  // the header's value, as sent
+  std::string host;          // the Host header, as sent (links back to this server use it)
   std::string authorization;
   std::string body;
   std::string remote_address;  // the client's IP address, as the connection gives it
 };
 
 struct HttpResponse {
+  HttpResponse() = default;
+  // Most answers: a status, a type and a body (braced, as {404, "application/json", body}).
+  HttpResponse(int status, std::string content_type, std::string body)
+      : status(status), content_type(std::move(content_type)), body(std::move(body)) {}
+
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  // A download's "attachment; filename=..." (empty: no Content-Disposition header).
+  std::string content_disposition;
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
@@ -46,6 +56,9 @@ struct HttpServerOptions {
   // disconnected (slowloris).
   absl::Duration timeout = absl::Seconds(30);
   int64_t max_body_bytes = 4 << 20;  // larger bodies: 413, unread
+  // Paths whose bodies have their own bound instead (a file upload is larger than a request of
+  // texts): exact path -> bytes.
+  std::map<std::string, int64_t> path_max_body_bytes;
   int max_header_bytes = 16 << 10;   // the request line and headers together
 };
 
@@ -67,7 +80,8 @@ class HttpServer {
   static int OnRequest(mg_connection* connection);
   void Serve(mg_connection* connection);
   enum class BodyRead { kComplete, kTooLarge, kTooSlow, kFailed };
-  BodyRead ReadBody(mg_connection* connection, const mg_request_info* info, std::string* body);
+  BodyRead ReadBody(mg_connection* connection, const mg_request_info* info, int64_t limit,
+                    std::string* body);
 
   HttpServerOptions options_;
   HttpHandler handler_;

@@ -36,9 +36,11 @@ HttpResponse Health() { return JsonOk(R"({"status":"ok"})"); }
 
 // LibreTranslate's GET /frontend/settings: what its web page and clients read before they
 // translate. charLimit is --char_limit (-1, as LibreTranslate says none; the token limit still
-// applies); one token rather than a key database, no suggestions and no file API. The default
-// pair is the first model's (by name) with both languages, named as /languages names them.
-HttpResponse FrontendSettings(const TranslatorService& service, int char_limit) {
+// applies); one token rather than a key database, no suggestions; files when the file API is
+// set, in the formats it reads. The default pair is the first model's (by name) with both
+// languages, named as /languages names them.
+HttpResponse FrontendSettings(const TranslatorService& service, int char_limit,
+                              const std::vector<std::string>& file_formats) {
   const bool key_required = !service.CheckToken("").ok();
   nlohmann::json source = {{"code", "auto"}, {"name", "Auto Detect"}};
   nlohmann::json target = {{"code", "en"}, {"name", "en"}};
@@ -55,8 +57,8 @@ HttpResponse FrontendSettings(const TranslatorService& service, int char_limit) 
       {"apiKeys", key_required},
       {"keyRequired", key_required},
       {"suggestions", false},
-      {"filesTranslation", false},
-      {"supportedFilesFormat", nlohmann::json::array()},
+      {"filesTranslation", !file_formats.empty()},
+      {"supportedFilesFormat", file_formats},
       {"language", {{"source", source}, {"target", target}}}};
   return JsonOk(settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
@@ -142,7 +144,10 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
   } else if (path == "/health") {
     if (get) return Health();
   } else if (path == "/frontend/settings") {
-    if (get) return FrontendSettings(*service_, libre_limits_.char_limit);
+    if (get) return FrontendSettings(*service_, libre_limits_.char_limit, file_formats_);
+  } else if (file_handler_ &&
+             (path == "/translate_file" || absl::StartsWith(path, "/download_file/"))) {
+    return file_handler_(request);
   } else if (path == "/suggest") {
     if (post) return JsonError(403, "Suggestions are disabled on this server.");
   } else if (path == "/v1/translate") {
@@ -154,8 +159,9 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
   } else {
     return JsonError(404,
                      "no such path: this server has POST /translate, GET /languages, "
-                     "POST /detect, GET /health, GET /frontend/settings, POST /suggest "
-                     "(LibreTranslate), POST /v1/translate, GET /v1/models, "
+                     "POST /detect, GET /health, GET /frontend/settings, POST /suggest, "
+                     "POST /translate_file, GET /download_file/<name> (LibreTranslate), "
+                     "POST /v1/translate, GET /v1/models, "
                      "/v1/glossaries (POST, GET; GET, DELETE /v1/glossaries/<id>) "
                      "and the page at /");
   }

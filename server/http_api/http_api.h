@@ -9,6 +9,8 @@
 #define GLOSSA_SERVER_HTTP_API_HTTP_API_H_
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -39,6 +41,15 @@ class HttpApi {
     libre_limits_.batch_limit = batch_limit;
     libre_limits_.requests = requests_per_minute > 0 ? limiter_.get() : nullptr;
   }
+  const LibreLimits& libre_limits() const { return libre_limits_; }
+  // LibreTranslate's file API (POST /translate_file, GET /download_file/<name>), served by a
+  // room above this one (server/file_api/) through `handler`; `formats` are the extensions it
+  // reads, as /frontend/settings lists them. Without it those routes answer 404 and the
+  // settings say files are not translated.
+  void SetFileApi(HttpHandler handler, std::vector<std::string> formats) {
+    file_handler_ = std::move(handler);
+    file_formats_ = std::move(formats);
+  }
 
  private:
   HttpResponse V1Translate(const HttpRequest& request) const;
@@ -51,6 +62,8 @@ class HttpApi {
   GlossaryStore* glossaries_ = nullptr;
   std::unique_ptr<RateLimiter> limiter_;
   LibreLimits libre_limits_;
+  HttpHandler file_handler_;
+  std::vector<std::string> file_formats_;
 };
 
 // Translates `request` through the service as gRPC's Translate does and waits for the result

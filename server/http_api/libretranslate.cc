@@ -29,6 +29,31 @@ std::string Dump(const json& value) {
 
 }  // namespace
 
+absl::Status CheckLibreRate(const HttpRequest& http, const std::string& api_key,
+                            const LibreLimits& limits) {
+  if (limits.requests == nullptr) return absl::OkStatus();
+  const std::string key = api_key.empty() ? "address " + http.remote_address : "key " + api_key;
+  if (limits.requests->Allow(key, absl::Now())) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("Slowdown: ", limits.requests->per_minute(), " per 1 minute"));
+}
+
+absl::Status CheckLibrePair(const TranslatorService& service, const std::string& source,
+                            const std::string& target) {
+  const CardMap models = service.registry().cards();
+  const auto route = RouteLanguages(models, source, target, service.pivot_language());
+  if (route.ok()) return absl::OkStatus();
+  if (SourceLanguagesOf(models).count(Iso639_1(source)) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(source), " is not supported"));
+  }
+  if (TargetLanguagesOf(models).count(Iso639_1(target)) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(target), " is not supported"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(target),
+                                                 " is not available as a target language from ",
+                                                 QuoteForMessage(source)));
+}
+
 std::string LanguageName(const std::string& code) {
   static const std::map<std::string, std::string> kNames = {
       {"ar", "Arabic"},   {"bg", "Bulgarian"}, {"ca", "Catalan"},    {"cs", "Czech"},
@@ -136,16 +161,6 @@ absl::Status CheckSizes(const LibreRequest& r, const LibreLimits& limits) {
   return absl::OkStatus();
 }
 
-// The client's next request against --req_limit: keyed by its API key, else its address.
-absl::Status CheckRate(const HttpRequest& http, const std::string& api_key,
-                       const LibreLimits& limits) {
-  if (limits.requests == nullptr) return absl::OkStatus();
-  const std::string key = api_key.empty() ? "address " + http.remote_address : "key " + api_key;
-  if (limits.requests->Allow(key, absl::Now())) return absl::OkStatus();
-  return absl::ResourceExhaustedError(
-      absl::StrCat("Slowdown: ", limits.requests->per_minute(), " per 1 minute"));
-}
-
 // The beam that alternatives start from: the first model's default (--default_beam_size).
 int DefaultBeam(const ModelRegistry& registry) {
   const CardMap models = registry.cards();
@@ -190,29 +205,12 @@ absl::StatusOr<std::vector<DetectedLanguage>> DetectItems(const TranslatorServic
   return out;
 }
 
-// LibreTranslate's wording for a pair the server cannot translate (400).
-absl::Status CheckPair(const TranslatorService& service, const std::string& source,
-                       const std::string& target) {
-  const CardMap models = service.registry().cards();
-  const auto route = RouteLanguages(models, source, target, service.pivot_language());
-  if (route.ok()) return absl::OkStatus();
-  if (SourceLanguagesOf(models).count(Iso639_1(source)) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(source), " is not supported"));
-  }
-  if (TargetLanguagesOf(models).count(Iso639_1(target)) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(target), " is not supported"));
-  }
-  return absl::InvalidArgumentError(absl::StrCat(QuoteForMessage(target),
-                                                 " is not available as a target language from ",
-                                                 QuoteForMessage(source)));
-}
-
 // q items `items`, all in `source`, translated in one request: each item's hypotheses.
 absl::StatusOr<std::vector<std::vector<std::string>>> TranslateItems(
     const TranslatorService& service, const LibreRequest& r, const std::vector<size_t>& items,
     const std::string& source, const std::string& format, absl::Duration timeout,
     RpcRecord* record) {
-  GLOSSA_RETURN_IF_ERROR(CheckPair(service, source, r.target));
+  GLOSSA_RETURN_IF_ERROR(CheckLibrePair(service, source, r.target));
   v1::TranslateRequest request;
   // format=html: the text nodes of every q are the texts; first[k] is item k's first.
   std::vector<HtmlText> pages;
@@ -317,7 +315,7 @@ HttpResponse LibreTranslate(const TranslatorService& service, const HttpRequest&
     if (!request.ok()) return request.status();
     const std::string api_key =
         request->api_key.empty() ? std::string(BearerToken(http.authorization)) : request->api_key;
-    GLOSSA_RETURN_IF_ERROR(CheckRate(http, api_key, limits));
+    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, api_key, limits));
     return Translate(service, *request, api_key, timeout, limits, &record);
   }();
   record.Finish(ToGrpcStatus(body.status()));
@@ -352,7 +350,7 @@ HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& ht
     const std::string api_key =
         request->api_key.empty() ? std::string(BearerToken(http.authorization)) : request->api_key;
     if (!service.CheckToken(api_key).ok()) return absl::UnauthenticatedError("Invalid API key");
-    GLOSSA_RETURN_IF_ERROR(CheckRate(http, api_key, limits));
+    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, api_key, limits));
     if (request->q.empty()) return Invalid("missing q parameter");
     auto detections = Detect(service.registry(), request->q);
     if (!detections.ok()) return detections.status();

@@ -43,6 +43,14 @@ std::string LanguageName(const std::string& code);
 HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& request,
                          const LibreLimits& limits = {});
 
+// The client's next request against --req_limit (limits.requests): keyed by its API key, else
+// its address. RESOURCE_EXHAUSTED "Slowdown: N per 1 minute" past it.
+absl::Status CheckLibreRate(const HttpRequest& http, const std::string& api_key,
+                            const LibreLimits& limits);
+// INVALID_ARGUMENT with LibreTranslate's wording when the server cannot translate the pair.
+absl::Status CheckLibrePair(const TranslatorService& service, const std::string& source,
+                            const std::string& target);
+
 // A /translate request, from JSON or form fields.
 struct LibreRequest {
   std::vector<std::string> q;

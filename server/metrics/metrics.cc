@@ -136,6 +136,8 @@ const char* MethodName(Method method) {
       return "/languages";
     case Method::kHttpDetect:
       return "/detect";
+    case Method::kHttpTranslateFile:
+      return "/translate_file";
   }
   return "";
 }

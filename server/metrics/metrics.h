@@ -53,8 +53,11 @@ enum class Method {
   kHttpV1Models = 5,     // GET /v1/models
   kHttpLanguages = 6,    // LibreTranslate's GET /languages
   kHttpDetect = 7,       // LibreTranslate's POST /detect
+  // LibreTranslate's POST /translate_file: one file in several translation requests, so its
+  // series count files and their duration, not tokens.
+  kHttpTranslateFile = 8,
 };
-inline constexpr int kNumMethods = 8;
+inline constexpr int kNumMethods = 9;
 // Methods that translate (they have token counts), and those of gRPC (their series exist at 0
 // from the start, as dashboards expect).
 bool IsTranslation(Method method);
@@ -62,7 +65,7 @@ bool IsGrpc(Method method);
 inline constexpr int kNumStatusCodes = 17;  // grpc::StatusCode OK (0) .. UNAUTHENTICATED (16)
 
 // The `method` label: "Translate", "TranslateStream", "ListModels", or the HTTP path
-// ("/translate", "/v1/translate", "/v1/models", "/languages", "/detect").
+// ("/translate", "/v1/translate", "/v1/models", "/languages", "/detect", "/translate_file").
 const char* MethodName(Method method);
 // The `code` label: the gRPC status code's name, "OK", "INVALID_ARGUMENT", ...
 const char* StatusCodeName(grpc::StatusCode code);

@@ -306,6 +306,27 @@ DOCUMENT_SEEDS = {
 }
 
 
+# multipart: the Content-Type line, then the body (multipart_fuzz.cc).
+MULTIPART_CT = "multipart/form-data; boundary=XyZ\n"
+MULTIPART_SEEDS = {
+    "upload": MULTIPART_CT + crlf(
+        "--XyZ\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\n"
+        "Content-Type: text/plain\n\nHola mundo.\n--XyZ\n"
+        "Content-Disposition: form-data; name=\"source\"\n\nes\n--XyZ\n"
+        "Content-Disposition: form-data; name=\"target\"\n\nen\n--XyZ--\n"),
+    "quoted-preamble": "multipart/form-data; boundary=\"a b\"\n" + crlf(
+        "preamble\n--a b  \nContent-Disposition: form-data; name=\"f\\\"x\"; "
+        "filename*=UTF-8''ni%C3%B1o.srt\n\n\n--a b--epilogue"),
+    "unterminated": MULTIPART_CT + crlf(
+        "--XyZ\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\n\nx"),
+}
+
+
+def multipart_seeds(directory):
+    for name, text in MULTIPART_SEEDS.items():
+        write(directory, name, text.encode("utf-8"))
+
+
 def document_seeds(target):
     def fill(directory):
         for name, text in DOCUMENT_SEEDS[target].items():
@@ -317,7 +338,8 @@ def main():
     corpus = os.path.join(HERE, "corpus")
     scratch = os.path.join(corpus, ".scratch")
     for target, fill in [("model_file", None), ("request", request_seeds),
-                         ("tokenizer", tokenizer_seeds), ("batch_formats", batch_seeds)] + \
+                         ("tokenizer", tokenizer_seeds), ("batch_formats", batch_seeds),
+                         ("multipart", multipart_seeds)] + \
             [(target, document_seeds(target)) for target in DOCUMENT_SEEDS]:
         directory = os.path.join(corpus, target)
         shutil.rmtree(directory, ignore_errors=True)

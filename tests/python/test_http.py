@@ -318,8 +318,9 @@ class LibreTranslateTest(HttpTestCase):
             "apiKeys": False,
             "keyRequired": False,
             "suggestions": False,
-            "filesTranslation": False,
-            "supportedFilesFormat": [],
+            "filesTranslation": True,
+            "supportedFilesFormat": [".txt", ".md", ".markdown", ".srt", ".vtt", ".html",
+                                     ".htm"],
             "language": {"source": {"code": "es", "name": "Spanish"},
                          "target": {"code": "en", "name": "English"}},
         })

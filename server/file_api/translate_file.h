@@ -1,0 +1,73 @@
+// LibreTranslate's file API over the documents layer (server/documents/document.h):
+//   POST /translate_file  multipart/form-data: file (with its filename), source (a code or
+//                         "auto"), target, api_key
+//                         -> {"translatedFileUrl": "http://HOST/download_file/<name>"}
+//   GET /download_file/<name>  the translated file, as an attachment named as LibreTranslate
+//                         names it (report.es.txt -> report.en.txt)
+// Each segment of the file is translated as /translate translates a text (sentence by sentence,
+// spacing kept), in requests of a bounded number of segments and bytes, in file order; "auto"
+// detects the language once, from the document's text. The translated files are kept in a
+// FileStore (file_store.h). Keys, the rate limit and the error shapes are /translate's.
+#ifndef GLOSSA_SERVER_FILE_API_TRANSLATE_FILE_H_
+#define GLOSSA_SERVER_FILE_API_TRANSLATE_FILE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/file_api/file_store.h"
+#include "server/grpc/service.h"
+#include "server/http/http_server.h"
+#include "server/http_api/libretranslate.h"
+
+namespace glossa::server {
+
+struct FileApiOptions {
+  int64_t max_file_bytes = 20 << 20;  // an upload's file (--max_file_mb); larger: 413
+  absl::Duration keep = absl::Minutes(30);  // how long a translated file can be downloaded
+  int64_t keep_bytes = 256 << 20;     // translated files kept in all; the oldest go first
+  int batch_texts = 64;               // segments per translation request (<= max texts)
+  int64_t batch_bytes = 32 << 10;     // and their bytes (a longer segment goes alone)
+  absl::Duration timeout = absl::Seconds(120);  // one translation request's deadline
+};
+
+class FileApi {
+ public:
+  // service and limits (the rate limiter /translate uses) must outlive the API.
+  FileApi(const TranslatorService* service, const LibreLimits* limits, FileApiOptions options)
+      : service_(service),
+        limits_(limits),
+        options_(options),
+        store_(options.keep, options.keep_bytes) {}
+
+  // POST /translate_file and GET /download_file/<name>.
+  HttpResponse Handle(const HttpRequest& request);
+  // The body bound the HTTP server needs for /translate_file: the file and the other fields.
+  int64_t max_body_bytes() const { return options_.max_file_bytes + (64 << 10); }
+
+ private:
+  HttpResponse TranslateFile(const HttpRequest& request);
+  HttpResponse Download(absl::string_view name);
+  // The translations of `texts`, in order, from `source` into `target`.
+  absl::StatusOr<std::vector<std::string>> TranslateSegments(const std::vector<std::string>& texts,
+                                                             const std::string& source,
+                                                             const std::string& target,
+                                                             RpcRecord* record) const;
+
+  const TranslatorService* service_;
+  const LibreLimits* limits_;
+  const FileApiOptions options_;
+  FileStore store_;
+};
+
+// The name LibreTranslate gives a translated file: the target code before the extension
+// ("notes.es.srt", "en" -> "notes.es.en.srt"; "README" -> "README.en"), without any folder.
+std::string TranslatedFileName(absl::string_view file_name, absl::string_view target);
+// The Content-Type a download of `file_name` is sent with, by its extension.
+std::string ContentTypeFor(absl::string_view file_name);
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_FILE_API_TRANSLATE_FILE_H_

@@ -210,13 +210,16 @@ HttpResponse FileApi::TranslateFile(const HttpRequest& http) {
     GLOSSA_ASSIGN_OR_RETURN(const std::vector<std::string> translations,
                             TranslateSegments(document->texts(), source, r.target, &record));
     GLOSSA_ASSIGN_OR_RETURN(std::string written, document->Write(translations));
-    GLOSSA_ASSIGN_OR_RETURN(
-        const std::string name,
-        store_.Put({TranslatedFileName(r.file->file_name, r.target), std::move(written)},
-                   absl::Now()));
+    auto name = store_.Put({TranslatedFileName(r.file->file_name, r.target), std::move(written)},
+                           absl::Now());
+    if (!name.ok()) {
+      // Larger than all the store keeps (--file_keep_mb): the file's size, not the client's rate.
+      if (absl::IsResourceExhausted(name.status())) error_status = 413;
+      return name.status();
+    }
     const nlohmann::json out = {
         {"translatedFileUrl",
-         absl::StrCat("http://", LinkHost(http.host), kDownloadPrefix, name)}};
+         absl::StrCat("http://", LinkHost(http.host), kDownloadPrefix, *name)}};
     return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }();
   record.Finish(ToGrpcStatus(body.status()));

@@ -1,6 +1,7 @@
 // The HTTP/JSON API of glossa-server (--http_listen): LibreTranslate's routes (POST /translate,
 // GET /languages, POST /detect; server/libretranslate.h; and GET /health, GET /frontend/settings,
-// POST /suggest, answered here), Glossa's own POST /v1/translate and
+// POST /suggest, answered here; POST /translate_file and GET /download_file/<name> through the
+// handler SetFileApi gives), Glossa's own POST /v1/translate and
 // GET /v1/models (protobuf's JSON mapping of TranslateRequest/TranslateResponse and
 // ListModelsResponse), the stored glossaries at /v1/glossaries (glossary_routes.cc), and the page
 // at GET /. Translations go through TranslatorService's transport-neutral NewTranslateJob, so

@@ -3,7 +3,8 @@
 models does to the latency of requests to a model that stays loaded. Prints JSON.
 
     /usr/bin/python3 tests/bench/catalogue_bench.py [--shapes demo,opus-mt-base,nllb-600m]
-        [--loads 10] [--seconds 20] [--workers 1] [--json FILE] [--work_dir /tmp/glossa-peer]
+        [--loads 10] [--seconds 20] [--rounds 4] [--workers 1] [--json FILE]
+        [--work_dir /tmp/glossa-peer]
 
 One glossa-server per shape, --models_dir holding three names of the shape's model file (links
 "cold-a", "cold-b", "cold-c") and the demo model as "warm", --max_loaded_mb holding the warm model
@@ -15,8 +16,9 @@ resident_bytes after a greedy and a beam request each, in a first server) and 10
 - cold_start: --loads requests to cold-a, cold-b, cold-c in turn, one at a time, each timed from
   send to answer (one short sentence, greedy, at most 16 tokens): the load and the translation. The
   server's own glossa_model_cold_start_seconds (load alone) is reported beside it.
-- warm: one client sends requests to "warm" back to back for --seconds, first alone, then while a
-  second client keeps loading cold models as above; p50/p99 of each and the ratio of the p99s.
+- warm: one client sends requests to "warm" back to back, alone and while a second client keeps
+  loading cold models as above, in --rounds turns of each (--seconds in all for each); p50/p99
+  of each and the ratio of the p99s.
 
 The models come from peer_compare.py's work dir (made by glossa-make-shape and converted there
 when missing; nllb-600m takes minutes and about 4 GB of disk). The page cache holds the model
@@ -159,15 +161,18 @@ def bench_shape(name, args):
             server.translate("cold-c", langs)
             cold = cold_loads(server, langs, args.loads)
             histogram = server.cold_start_histogram()
-            alone = warm_run(server, args.seconds)
-            stop = threading.Event()
-            loads = []
-            loader = threading.Thread(target=lambda: loads.extend(
-                cold_loads(server, langs, 1 << 30, stop)))
-            loader.start()
-            busy = warm_run(server, args.seconds)
-            stop.set()
-            loader.join()
+            # Alone and while loading in turns, --rounds times each, so that a drift of the
+            # machine's speed over the run weighs on both alike.
+            alone, busy, loads = [], [], []
+            for _ in range(args.rounds):
+                alone += warm_run(server, args.seconds / args.rounds)
+                stop = threading.Event()
+                loader = threading.Thread(target=lambda: loads.extend(
+                    cold_loads(server, langs, 1 << 30, stop)))
+                loader.start()
+                busy += warm_run(server, args.seconds / args.rounds)
+                stop.set()
+                loader.join()
         finally:
             server.stop()
     return {"model": name, "file_mb": round(model_file.stat().st_size / mb, 1),
@@ -186,6 +191,8 @@ def main():
     ap.add_argument("--loads", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="turns of warm requests alone and while loading (--seconds in all each)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--work_dir", type=Path, default=Path("/tmp/glossa-peer"))
     ap.add_argument("--shared_dir", type=Path, default=pc.ROOT.parent / "shared")

@@ -26,6 +26,7 @@ files after the first load (warm-cache loads).
 """
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -33,7 +34,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_compare as pc  # noqa: E402
 
+CTX = multiprocessing.get_context("fork")  # the loading client's process shares the Server object
 SENTENCE = "Y dijo Dios: Sea la luz; y fue la luz."
 WARM_MODEL = pc.ROOT / "models" / "opus-mt-es-en-bible.glossa"
 
@@ -85,9 +86,9 @@ class Server:
             models = json.loads(r.read())["models"]
         return {m["name"]: int(m.get("residentBytes", 0)) for m in models}
 
-    def translate(self, model, langs, beam=1):
+    def translate(self, model, langs, beam=1, tokens=16):
         body = {"model": model, "texts": [SENTENCE],
-                "options": {"beamSize": beam, "maxOutputTokens": 16}}
+                "options": {"beamSize": beam, "maxOutputTokens": tokens}}
         if langs:
             body.update(sourceLanguage=langs[0], targetLanguage=langs[1])
         req = urllib.request.Request("http://127.0.0.1:%d/v1/translate" % self.http,
@@ -114,12 +115,12 @@ class Server:
             self.proc.kill()
 
 
-def cold_loads(server, langs, n, stop_event=None):
+def cold_loads(server, langs, n, stop_event=None, tokens=16):
     times = []
     for i in range(n):
         if stop_event is not None and stop_event.is_set():
             break
-        times.append(server.translate("cold-" + "abc"[i % 3], langs))
+        times.append(server.translate("cold-" + "abc"[i % 3], langs, tokens=tokens))
     return times
 
 
@@ -166,12 +167,16 @@ def bench_shape(name, args):
             alone, busy, loads = [], [], []
             for _ in range(args.rounds):
                 alone += warm_run(server, args.seconds / args.rounds)
-                stop = threading.Event()
-                loader = threading.Thread(target=lambda: loads.extend(
-                    cold_loads(server, langs, 1 << 30, stop)))
+                # The loading client is a process of its own: as a thread it would hold
+                # Python's GIL for up to 5 ms (the switch interval) when the warm client's
+                # answer comes, which times the client, not the server.
+                stop, out = CTX.Event(), CTX.Queue()
+                loader = CTX.Process(target=lambda: out.put(
+                    cold_loads(server, langs, 1 << 30, stop, args.cold_tokens)))
                 loader.start()
                 busy += warm_run(server, args.seconds / args.rounds)
                 stop.set()
+                loads += out.get()
                 loader.join()
         finally:
             server.stop()
@@ -181,6 +186,7 @@ def bench_shape(name, args):
             if histogram["count"] else None,
             "warm_alone": summary(alone), "warm_while_loading": summary(busy),
             "loads_meanwhile": len(loads),
+            "cold_tokens": args.cold_tokens,
             "warm_p99_ratio": round(percentile(busy, 99) / percentile(alone, 99), 2)}
 
 
@@ -191,6 +197,9 @@ def main():
     ap.add_argument("--loads", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--cold_tokens", type=int, default=16,
+                    help="maxOutputTokens of the cold requests sent while the warm client runs "
+                         "(1: little but the load itself competes with it)")
     ap.add_argument("--rounds", type=int, default=4,
                     help="turns of warm requests alone and while loading (--seconds in all each)")
     ap.add_argument("--json", type=Path)

@@ -54,9 +54,12 @@ PROTOC = "/usr/bin/protoc"
 GRPC_PYTHON_PLUGIN = "/usr/bin/grpc_python_plugin"
 
 MODEL_NAME = "demo"
-STARTUP_TIMEOUT_S = 60   # model load and bind
-STOP_TIMEOUT_S = 15      # SIGTERM to exit, before SIGKILL
-RPC_TIMEOUT_S = 60       # every call that should succeed
+# A ThreadSanitizer build runs 5-15 times slower: the time allowed for what should succeed
+# grows with it (the tests of deadlines and timeouts set their own).
+SLOWDOWN = 5 if os.environ.get("GLOSSA_SANITIZE") == "thread" else 1
+STARTUP_TIMEOUT_S = 60 * SLOWDOWN  # model load and bind
+STOP_TIMEOUT_S = 15 * SLOWDOWN     # SIGTERM to exit, before SIGKILL
+RPC_TIMEOUT_S = 60 * SLOWDOWN      # every call that should succeed
 
 # Sentences for the tests that do not need the shared data.
 SHORT = "Y dijo Dios: Sea la luz: y fué la luz."

@@ -3,7 +3,7 @@
 //                         "auto"), target, api_key
 //                         -> {"translatedFileUrl": "http://HOST/download_file/<name>"}
 //   GET /download_file/<name>  the translated file, as an attachment named as LibreTranslate
-//                         names it (report.es.txt -> report.en.txt)
+//                         names it (report.txt -> report.en.txt)
 // Each segment of the file is translated as /translate translates a text (sentence by sentence,
 // spacing kept), in requests of a bounded number of segments and bytes, in file order; "auto"
 // detects the language once, from the document's text. The translated files are kept in a

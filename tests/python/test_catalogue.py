@@ -15,7 +15,7 @@ catalogue every *.glossa of DIR (loaded on first use, least recently used unload
 N about a quarter of the models' total size. Then, for --duration seconds, 32 client threads send
 requests that name no model: gRPC Translate on every direct pair (greedy and beam 4), on every
 pair that goes through English (the pivot), with source_language "auto" on Spanish text,
-TranslateStream on a third of the direct and pivoted pairs (greedy, one text), and
+TranslateStream on a sixth of the direct and pivoted pairs (greedy, one text), and
 LibreTranslate POST /translate on direct pairs and "auto". The test asserts:
   - no request fails, and each reports the route the server's rules give (router.h);
   - every translation equals the reference: glossa-translate --model FILE over the same sentences
@@ -382,7 +382,7 @@ class Traffic:
         self.jobs = ([("grpc direct", s, t, g) for s, t in direct for g in both] +
                      [("grpc pivot", s, t, g) for s, t in pivoted for g in both] +
                      [("grpc auto", "auto", t, g) for t in auto_targets for g in both] * 2 +
-                     [("grpc stream", s, t, True) for s, t in (direct + pivoted)[::3]] +
+                     [("grpc stream", s, t, True) for s, t in (direct + pivoted)[::6]] +
                      [("http direct", s, t, False) for s, t in direct] +
                      [("http auto", "auto", "en", False)] * 20)
         random.Random(seed).shuffle(self.jobs)

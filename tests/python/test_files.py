@@ -13,7 +13,6 @@ import os
 import re
 import socket
 import sys
-import tempfile
 import unittest
 import urllib.parse
 
@@ -236,13 +235,8 @@ class FileKeysAndLimitsTest(FileTestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls._dir = tempfile.TemporaryDirectory()
-        path = os.path.join(cls._dir.name, "token")
-        with open(path, "w") as f:
-            f.write(cls.TOKEN + "\n")
-        cls.SERVER_FLAGS = ("--auth_token_file", path, "--req_limit", "3")
+        cls.SERVER_FLAGS = ("--auth_token_file", th.token_file(cls, cls.TOKEN), "--req_limit", "3")
         super().setUpClass()
-        cls.addClassCleanup(cls._dir.cleanup)
 
     def test_key_and_rate(self):
         status, answer = self.upload("a.txt", "Hola.")

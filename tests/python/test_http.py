@@ -69,6 +69,16 @@ class HttpServer(ts.ServerProcess):
         raise AssertionError(f"no line matching {pattern!r}:\n{self.output()}")
 
 
+def token_file(cls, token):
+    """A file holding `token`, for --auth_token_file; removed once the class's server stopped."""
+    directory = tempfile.TemporaryDirectory()
+    cls.addClassCleanup(directory.cleanup)
+    path = os.path.join(directory.name, "token")
+    with open(path, "w") as f:
+        f.write(token + "\n")
+    return path
+
+
 class HttpTestCase(ts.ServerTestCase):
     SERVER_FLAGS = ()
 
@@ -469,13 +479,8 @@ class AuthTest(HttpTestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls._dir = tempfile.TemporaryDirectory()
-        path = os.path.join(cls._dir.name, "token")
-        with open(path, "w") as f:
-            f.write(cls.TOKEN + "\n")
-        cls.SERVER_FLAGS = ("--auth_token_file", path)
+        cls.SERVER_FLAGS = ("--auth_token_file", token_file(cls, cls.TOKEN))
         super().setUpClass()
-        cls.addClassCleanup(cls._dir.cleanup)
 
     def translate(self, texts, **options):  # gRPC with the token
         request = ts.pb.TranslateRequest(model=ts.MODEL_NAME, texts=texts,

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
+#include "util/threads.h"
 
 namespace glossa {
 
@@ -34,7 +35,7 @@ absl::StatusOr<WeightOptions> ChooseComputeTypes(const ModelFile& file, const st
 absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path,
                                                          const ModelOptions& options) {
   std::shared_ptr<Model> m(new Model());
-  GLOSSA_ASSIGN_OR_RETURN(m->file_, ModelFile::Open(path));
+  GLOSSA_ASSIGN_OR_RETURN(m->file_, ModelFile::Open(path, true, options.load_threads));
   auto info = ParseModelInfo(m->file_->header());
   if (!info.ok()) {
     return absl::Status(info.status().code(),
@@ -47,8 +48,11 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
   // layout (SentencePiece builds its tries: ~0.5 s for NLLB's 256k pieces).
   std::future<absl::StatusOr<std::unique_ptr<Tokenizer>>> tokenizer = std::async(
       std::launch::async, [&m] { return Tokenizer::Load(*m->file_, m->info_.config); });
+  const int caller_threads = ComputeThreads();
+  if (options.load_threads > 0) SetComputeThreads(options.load_threads);
   absl::StatusOr<std::unique_ptr<ModelWeights>> weights =
       LoadWeights(*m->file_, m->info_.config, compute);
+  SetComputeThreads(caller_threads);
   absl::StatusOr<std::unique_ptr<Tokenizer>> loaded_tokenizer = tokenizer.get();
   GLOSSA_ASSIGN_OR_RETURN(m->weights_, std::move(weights));
   GLOSSA_ASSIGN_OR_RETURN(m->tokenizer_, std::move(loaded_tokenizer));

@@ -26,6 +26,10 @@ struct ModelOptions {
   // (ops/argmax_screen.h): faster in steps of up to 64 rows, one more byte per output weight in
   // memory once a greedy request without scores first comes.
   bool argmax_screen = true;
+  // Threads a load may use for its checksums and its copies into oneDNN's layouts (0: every
+  // core, as the process's OpenMP default). A server loading models beside traffic leaves a
+  // core to the models already serving.
+  int load_threads = 0;
 };
 
 // --help texts of the binaries' --compute_type and --float32_output_layer flags.

@@ -64,9 +64,11 @@ int64_t TensorView::NumElements() const {
 std::string TensorView::ShapeString() const { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
 
 absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& path,
-                                                           bool verify_checksums) {
+                                                           bool verify_checksums,
+                                                           int checksum_threads) {
   std::unique_ptr<ModelFile> file(new ModelFile());
   file->path_ = path;
+  file->checksum_threads_ = checksum_threads;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -204,8 +206,11 @@ absl::Status ModelFile::VerifyChecksums(const std::vector<Check>& checks) const 
   }
   // Each piece is read once to check it; loading reads it again (or copies it), so the whole
   // file never needs to be in this process's memory at once.
+  const int threads = checksum_threads_ > 0
+                          ? checksum_threads_
+                          : static_cast<int>(std::min(8u, std::thread::hardware_concurrency()));
   const std::vector<uint32_t> crcs =
-      Crc32Ranges(ranges, static_cast<int>(std::min(8u, std::thread::hardware_concurrency())),
+      Crc32Ranges(ranges, threads,
                   [this](ByteRange piece) { DropPages(piece.data, piece.size); });
   for (const Check& c : checks) {
     if (crcs[range_of.at(std::make_pair(c.offset, c.size))] != c.crc) {

@@ -50,9 +50,11 @@ struct TensorView {
 class ModelFile {
  public:
   // Maps and validates `path`. With verify_checksums false the tensor crc32s are not computed
-  // (bounds and sizes are still checked).
+  // (bounds and sizes are still checked). They are computed on up to `checksum_threads` threads
+  // (0: one per core, at most 8).
   static absl::StatusOr<std::unique_ptr<ModelFile>> Open(const std::string& path,
-                                                         bool verify_checksums = true);
+                                                         bool verify_checksums = true,
+                                                         int checksum_threads = 0);
   ~ModelFile();
   ModelFile(const ModelFile&) = delete;
   ModelFile& operator=(const ModelFile&) = delete;
@@ -102,6 +104,7 @@ class ModelFile {
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   int fd_ = -1;  // kept open for CopyOut
+  int checksum_threads_ = 0;
   nlohmann::json header_;
   absl::flat_hash_map<std::string, TensorView> tensors_;
 };

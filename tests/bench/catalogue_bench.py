@@ -16,9 +16,11 @@ resident_bytes after a greedy and a beam request each, in a first server) and 10
 - cold_start: --loads requests to cold-a, cold-b, cold-c in turn, one at a time, each timed from
   send to answer (one short sentence, greedy, at most 16 tokens): the load and the translation. The
   server's own glossa_model_cold_start_seconds (load alone) is reported beside it.
-- warm: one client sends requests to "warm" back to back, alone and while a second client keeps
-  loading cold models as above, in --rounds turns of each (--seconds in all for each); p50/p99
-  of each and the ratio of the p99s.
+- warm: one client sends requests to "warm" back to back, alone, beside a second client sending
+  the cold requests' sentence back to back to the cold model that is loaded (no load: what any
+  second client costs on this machine), and while the second client keeps loading cold models as
+  above, in --rounds turns of each (--seconds in all for each); p50/p99 of each, the ratio of the
+  p99s while loading and alone, and of the p99s while loading and beside requests.
 
 The models come from peer_compare.py's work dir (made by glossa-make-shape and converted there
 when missing; nllb-600m takes minutes and about 4 GB of disk). The page cache holds the model
@@ -81,10 +83,19 @@ class Server:
                 time.sleep(0.05)
         sys.exit("catalogue_bench: glossa-server did not start")
 
-    def resident_bytes(self):
+    def models(self):
         with urllib.request.urlopen("http://127.0.0.1:%d/v1/models" % self.http) as r:
-            models = json.loads(r.read())["models"]
-        return {m["name"]: int(m.get("residentBytes", 0)) for m in models}
+            return json.loads(r.read())["models"]
+
+    def resident_bytes(self):
+        return {m["name"]: int(m.get("residentBytes", 0)) for m in self.models()}
+
+    def loaded_cold(self):
+        names = [m["name"] for m in self.models()
+                 if m["name"].startswith("cold-") and m.get("state") == "loaded"]
+        if len(names) != 1:
+            sys.exit("catalogue_bench: expected one loaded cold model, found %r" % names)
+        return names[0]
 
     def translate(self, model, langs, beam=1, tokens=16):
         body = {"model": model, "texts": [SENTENCE],
@@ -115,13 +126,29 @@ class Server:
             self.proc.kill()
 
 
-def cold_loads(server, langs, n, stop_event=None, tokens=16):
+def cold_loads(server, langs, n, stop_event=None, tokens=16, model=None):
+    """Requests to cold-a, cold-b, cold-c in turn (each loads), or all to `model` (loaded)."""
     times = []
     for i in range(n):
         if stop_event is not None and stop_event.is_set():
             break
-        times.append(server.translate("cold-" + "abc"[i % 3], langs, tokens=tokens))
+        times.append(server.translate(model or "cold-" + "abc"[i % 3], langs, tokens=tokens))
     return times
+
+
+def warm_beside(server, seconds, second_client):
+    """Warm requests while second_client() runs in a process of its own; both lists of times.
+
+    A process, not a thread: as a thread it would hold Python's GIL for up to 5 ms (the switch
+    interval) when the warm client's answer comes, which times the client, not the server."""
+    stop, out = CTX.Event(), CTX.Queue()
+    other = CTX.Process(target=lambda: out.put(second_client(stop)))
+    other.start()
+    times = warm_run(server, seconds)
+    stop.set()
+    other_times = out.get()
+    other.join()
+    return times, other_times
 
 
 def warm_run(server, seconds):
@@ -162,32 +189,32 @@ def bench_shape(name, args):
             server.translate("cold-c", langs)
             cold = cold_loads(server, langs, args.loads)
             histogram = server.cold_start_histogram()
-            # Alone and while loading in turns, --rounds times each, so that a drift of the
-            # machine's speed over the run weighs on both alike.
-            alone, busy, loads = [], [], []
+            # Alone, beside requests and while loading in turns, --rounds times each, so that a
+            # drift of the machine's speed over the run weighs on all alike.
+            alone, beside, busy, requests, loads = [], [], [], [], []
+            turn = args.seconds / args.rounds
             for _ in range(args.rounds):
-                alone += warm_run(server, args.seconds / args.rounds)
-                # The loading client is a process of its own: as a thread it would hold
-                # Python's GIL for up to 5 ms (the switch interval) when the warm client's
-                # answer comes, which times the client, not the server.
-                stop, out = CTX.Event(), CTX.Queue()
-                loader = CTX.Process(target=lambda: out.put(
-                    cold_loads(server, langs, 1 << 30, stop, args.cold_tokens)))
-                loader.start()
-                busy += warm_run(server, args.seconds / args.rounds)
-                stop.set()
-                loads += out.get()
-                loader.join()
+                alone += warm_run(server, turn)
+                loaded = server.loaded_cold()  # the one a load left; it stays while nothing loads
+                w, r = warm_beside(server, turn, lambda stop: cold_loads(
+                    server, langs, 1 << 30, stop, args.cold_tokens, model=loaded))
+                beside, requests = beside + w, requests + r
+                w, r = warm_beside(server, turn, lambda stop: cold_loads(
+                    server, langs, 1 << 30, stop, args.cold_tokens))
+                busy, loads = busy + w, loads + r
         finally:
             server.stop()
     return {"model": name, "file_mb": round(model_file.stat().st_size / mb, 1),
             "budget_mb": budget, "cold_start_request": summary(cold),
             "server_cold_start_mean_s": round(histogram["sum"] / histogram["count"], 3)
             if histogram["count"] else None,
-            "warm_alone": summary(alone), "warm_while_loading": summary(busy),
-            "loads_meanwhile": len(loads),
+            "warm_alone": summary(alone), "warm_beside_requests": summary(beside),
+            "warm_while_loading": summary(busy),
+            "requests_meanwhile": len(requests), "loads_meanwhile": len(loads),
             "cold_tokens": args.cold_tokens,
-            "warm_p99_ratio": round(percentile(busy, 99) / percentile(alone, 99), 2)}
+            "warm_p99_ratio": round(percentile(busy, 99) / percentile(alone, 99), 2),
+            "warm_p99_ratio_loading_to_requests":
+                round(percentile(busy, 99) / percentile(beside, 99), 2)}
 
 
 def main():
@@ -201,7 +228,8 @@ def main():
                     help="maxOutputTokens of the cold requests sent while the warm client runs "
                          "(1: little but the load itself competes with it)")
     ap.add_argument("--rounds", type=int, default=4,
-                    help="turns of warm requests alone and while loading (--seconds in all each)")
+                    help="turns of warm requests alone, beside requests and while loading "
+                         "(--seconds in all for each)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--work_dir", type=Path, default=Path("/tmp/glossa-peer"))
     ap.add_argument("--shared_dir", type=Path, default=pc.ROOT.parent / "shared")

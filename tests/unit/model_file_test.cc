@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "model/checksums.h"
 #include "model/model_file.h"
+#include "util/threads.h"
 
 namespace glossa {
 namespace {
@@ -144,6 +145,26 @@ TEST_F(ModelFileTest, BitFlipInATensor) {
   const absl::Status s = LoadBytes(bytes);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr("checksum mismatch in tensor"));
+}
+
+// A load bounded to one thread (a server loading beside traffic) still checks every tensor, and
+// gives the caller back its own OpenMP team size.
+TEST_F(ModelFileTest, ALoadOnOneThreadChecksEveryTensorAndKeepsTheCallersTeam) {
+  const int before = ComputeThreads();
+  SetComputeThreads(before + 1);
+  ModelOptions one_thread;
+  one_thread.load_threads = 1;
+  auto model = Model::Load(testing::DemoModelPath(), one_thread);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(ComputeThreads(), before + 1);
+  std::string bytes = original_;
+  bytes[bytes.size() - 1000] ^= 0x10;
+  std::ofstream(path_, std::ios::binary) << bytes;
+  auto damaged = Model::Load(path_, one_thread);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_THAT(damaged.status().message(), HasSubstr("checksum mismatch in tensor"));
+  EXPECT_EQ(ComputeThreads(), before + 1);
+  SetComputeThreads(before);
 }
 
 TEST_F(ModelFileTest, BitFlipInTheHeader) {

@@ -26,9 +26,9 @@ struct ModelOptions {
   // (ops/argmax_screen.h): faster in steps of up to 64 rows, one more byte per output weight in
   // memory once a greedy request without scores first comes.
   bool argmax_screen = true;
-  // Threads a load may use for its checksums and its copies into oneDNN's layouts (0: every
-  // core, as the process's OpenMP default). A server loading models beside traffic leaves a
-  // core to the models already serving.
+  // Threads a load may use for its checksums and its copies into oneDNN's layouts (0: the
+  // calling thread's OpenMP team for the copies, a checksum thread per core up to 8). A server
+  // loading models beside traffic leaves a core to the models already serving.
   int load_threads = 0;
 };
 

@@ -34,6 +34,9 @@ ABSL_FLAG(std::string, target_language, "",
 ABSL_FLAG(bool, scores, false, "Print each hypothesis' score after a tab");
 ABSL_FLAG(bool, token_scores, false,
           "Print each hypothesis' per-token log-probabilities (space-separated) after a tab");
+ABSL_FLAG(bool, alignment, false,
+          "Print, for each output token, the index of the source token it aligns to "
+          "(space-separated) after a tab");
 ABSL_FLAG(bool, stream, false, "Use TranslateStream: print text pieces as they are decoded");
 ABSL_FLAG(bool, list, false, "List the server's models and exit");
 ABSL_FLAG(bool, health, false, "Check the server's health (exit 0 when SERVING) and exit");
@@ -127,6 +130,7 @@ v1::TranslateRequest NewRequest() {
   o->set_min_output_tokens(controls.min_output_tokens);
   o->set_target_prefix(controls.target_prefix);
   o->set_return_token_scores(absl::GetFlag(FLAGS_token_scores));
+  o->set_return_alignment(absl::GetFlag(FLAGS_alignment));
   return request;
 }
 
@@ -137,6 +141,7 @@ void Print(const v1::Translation& t) {
     if (absl::GetFlag(FLAGS_token_scores)) {
       std::cout << "\t" << absl::StrJoin(h.token_scores(), " ");
     }
+    if (absl::GetFlag(FLAGS_alignment)) std::cout << "\t" << absl::StrJoin(h.alignment(), " ");
     std::cout << "\n";
   }
 }

@@ -48,6 +48,9 @@ ABSL_FLAG(bool, scores, false, "Append '\\tSCORE' to each output line");
 ABSL_FLAG(bool, token_scores, false,
           "Append a tab and each token's log-probability (space-separated; with n-best: ' ||| ' "
           "and the same); a target prefix's tokens included");
+ABSL_FLAG(bool, alignment, false,
+          "Append a tab and, for each output token, the index of the source token it aligns to "
+          "(space-separated; with n-best: ' ||| ' and the same); not with --split_sentences");
 ABSL_FLAG(bool, token_ids, false, "Print generated token ids instead of text (space-separated)");
 ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP team used by oneDNN)");
 ABSL_FLAG(int, batch_size, 32, "Sentences encoded and decoded together");
@@ -84,14 +87,17 @@ void WriteChunk(const std::vector<glossa::Translation>& results, size_t first_in
     for (const auto& h : results[i].hypotheses) {
       std::string text = absl::GetFlag(FLAGS_token_ids) ? absl::StrJoin(h.token_ids, " ") : h.text;
       const bool token_scores = absl::GetFlag(FLAGS_token_scores);
+      const bool alignment = absl::GetFlag(FLAGS_alignment);
       if (num_hypotheses > 1) {
         out << (first_index + i) << " ||| " << text << " ||| " << h.score;
         if (token_scores) out << " ||| " << absl::StrJoin(h.token_scores, " ");
+        if (alignment) out << " ||| " << absl::StrJoin(h.alignment, " ");
         out << "\n";
       } else {
         out << text;
         if (absl::GetFlag(FLAGS_scores)) out << "\t" << h.score;
         if (token_scores) out << "\t" << absl::StrJoin(h.token_scores, " ");
+        if (alignment) out << "\t" << absl::StrJoin(h.alignment, " ");
         out << "\n";
       }
     }
@@ -256,6 +262,7 @@ int main(int argc, char** argv) {
   opts.min_output_tokens = controls.min_output_tokens;
   opts.target_prefix = controls.target_prefix;
   opts.token_scores = absl::GetFlag(FLAGS_token_scores);
+  opts.alignment = absl::GetFlag(FLAGS_alignment);
   // The n-best format always prints scores.
   opts.scores = absl::GetFlag(FLAGS_scores) || opts.num_hypotheses > 1;
   if (const std::string path = absl::GetFlag(FLAGS_glossary); !path.empty()) {

@@ -53,7 +53,9 @@ Search::Search(const SearchOptions& options, const SearchVocab& vocab)
   for (Finished& f : finished_) {
     f.tokens.reserve(length);
     if (scores) f.token_scores.reserve(length);
+    if (options_.alignment) f.ancestry.reserve(length + 1);
   }
+  if (options_.alignment) aligned_.assign(static_cast<size_t>(beams) * length, -1);
   if (beams > 1) {
     // Constrained search keeps one more per beam (AdvanceConstrained).
     top_.resize(static_cast<size_t>(beams) * (2 * beams + (constrained_ ? 1 : 0)));
@@ -697,6 +699,7 @@ void Search::AddFinished(const Beam& beam, int last, float last_score, float sum
   slot.score = score;
   slot.tokens = beam.tokens;  // within the reserved capacity: no allocation
   slot.token_scores = beam.token_scores;
+  if (options_.alignment) slot.ancestry = beam.ancestry;
   if (last >= 0) {
     slot.tokens.push_back(last);
     if (options_.token_scores) slot.token_scores.push_back(last_score);
@@ -778,7 +781,26 @@ std::vector<Hypothesis> Search::Results() const {
   for (int n = 0; n < options_.num_hypotheses && !order.empty(); ++n) {
     const Finished& f = finished_[order.back()];
     order.pop_back();
-    out.push_back({f.tokens, static_cast<float>(f.score), f.token_scores});
+    out.push_back({f.tokens, static_cast<float>(f.score), f.token_scores,
+                   options_.alignment ? AlignmentOf(f.ancestry, f.tokens.size())
+                                      : std::vector<int>()});
+  }
+  return out;
+}
+
+void Search::SetAligned(int beam, int source_position) {
+  if (!options_.alignment || done_ || beam < 0 || beam >= options_.beam_size ||
+      step_ >= positions()) {
+    return;
+  }
+  aligned_[static_cast<size_t>(beam) * positions() + step_] = source_position;
+}
+
+// Token t came from the row at position t, which ran in cache slot ancestry[t].
+std::vector<int> Search::AlignmentOf(const std::vector<int>& ancestry, size_t length) const {
+  std::vector<int> out(length, -1);
+  for (size_t t = 0; t < length && t < ancestry.size(); ++t) {
+    out[t] = aligned_[static_cast<size_t>(ancestry[t]) * positions() + t];
   }
   return out;
 }

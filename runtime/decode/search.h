@@ -100,6 +100,9 @@ struct SearchOptions {
   int min_new_tokens = 0;           // EOS banned until this many tokens follow the prefix
   std::vector<int> prefix;          // target ids every hypothesis starts with
   bool token_scores = false;        // Hypothesis::token_scores wanted
+  // Hypothesis::alignment wanted: the caller gives each step's aligned source position of every
+  // active beam (SetAligned) before advancing.
+  bool alignment = false;
   // Greedy's Hypothesis::score wanted (beam search always scores). Without it the score is 0
   // and a step may be decided from the argmax alone (ArgMaxOnly).
   bool scores = true;
@@ -133,6 +136,9 @@ struct Hypothesis {
   // With SearchOptions::token_scores: each token's log-probability under the model (the raw
   // log-softmax, before any processor; the prefix's teacher-forced), one per token.
   std::vector<float> token_scores;
+  // With SearchOptions::alignment: for each token, the source position SetAligned gave for the
+  // decoder row that produced it (-1 where none was given), one per token.
+  std::vector<int> alignment;
 };
 
 class Search {
@@ -145,10 +151,16 @@ class Search {
   int slots() const { return options_.beam_size; }  // cache slots this search needs
   int max_new_tokens() const { return options_.max_new_tokens; }
   int positions() const { return options_.positions(); }
+  bool wants_alignment() const { return options_.alignment; }
   int prefix_length() const { return static_cast<int>(options_.prefix.size()); }
   int input_token(int beam) const;
   // [step() + 1] cache slot of each position of this beam's history; the last is `beam`.
   const int* ancestry(int beam) const { return beams_[beam].ancestry.data(); }
+
+  // With SearchOptions::alignment: the source position that beam `beam`'s row of this step
+  // aligns to (the token it produces). Call before advancing the step; a position is kept per
+  // cache slot and step, like the KV cache, so a hypothesis reads its own through its ancestry.
+  void SetAligned(int beam, int source_position);
 
   // Consumes this step's logits, [active_beams(), vocab_size], overwritten as scratch. `stats`,
   // when given, holds each row's ops::ComputeArgMaxLogSumExp (computed by the caller while the
@@ -204,6 +216,7 @@ class Search {
     double score = 0.0;  // Hugging Face keeps these as Python floats
     std::vector<int> tokens;
     std::vector<float> token_scores;
+    std::vector<int> ancestry;  // with options_.alignment
   };
   struct Candidate {
     float score;
@@ -314,6 +327,10 @@ class Search {
   // beam_size + 1 slots; the first finished_count_ are the finished hypotheses, in insertion
   // order like Hugging Face's BeamHypotheses.
   std::vector<Finished> finished_;
+  // With options_.alignment: SetAligned's positions, [slot * positions() + step].
+  std::vector<int> aligned_;
+  // The alignment of a hypothesis's first `length` tokens, from its ancestry.
+  std::vector<int> AlignmentOf(const std::vector<int>& ancestry, size_t length) const;
   size_t finished_count_ = 0;
   double worst_finished_ = 1e9;
   // Constrained beam search (all empty without constraints).

@@ -164,6 +164,7 @@ absl::Status ResolveControls(const TranslateOptions& o, SearchOptions& s) {
         s.max_new_tokens, " (which counts the end of sentence)"));
   }
   s.token_scores = o.token_scores;
+  s.alignment = o.alignment;
   s.scores = o.scores;
   return absl::OkStatus();
 }

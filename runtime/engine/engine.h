@@ -56,6 +56,7 @@ struct TranslateOptions {
   int min_output_tokens = 0;  // HF's min_new_tokens: EOS banned before this many tokens
   std::string target_prefix;  // target-language text every hypothesis starts with
   bool token_scores = false;
+  bool alignment = false;  // TranslatedHypothesis::alignment
   bool scores = true;  // Hypothesis::score of greedy search (beam search always scores)
   // The language pair (text/languages.h): the target decides the forced first token of
   // multilingual models; the source token is the tokenizer's business (TokenizeTexts).

@@ -53,7 +53,39 @@ absl::Status StepBatch::GatherRows() {
       rows_.push_back(row);
     }
   }
+  PrepareAttention();
   return absl::OkStatus();
+}
+
+void StepBatch::PrepareAttention() {
+  const int64_t layers = model_.config().decoder_layers;
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  size_t r = 0;
+  for (const auto& g : groups_) {
+    if (g->paused) continue;
+    const bool wanted = g->search.wants_alignment();
+    for (int b = 0; b < g->search.active_beams(); ++b, ++r) {
+      offsets.push_back(wanted ? total : -1);
+      if (wanted) total += layers * rows_[r].source_batch->lengths[rows_[r].source];
+    }
+  }
+  if (total == 0) return;
+  if (static_cast<int64_t>(attention_.size()) < total) attention_.resize(total);
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    if (offsets[i] >= 0) rows_[i].cross_attention = attention_.data() + offsets[i];
+  }
+}
+
+void StepBatch::SetAligned(SequenceGroup& g, int64_t offset) const {
+  if (!g.search.wants_alignment()) return;
+  const int layer = AlignmentLayer(model_.config());
+  for (int b = 0; b < g.search.active_beams(); ++b) {
+    const DecoderRow& row = rows_[offset + b];
+    const int keys = row.source_batch->lengths[row.source];
+    const float* p = row.cross_attention + int64_t{layer} * keys;
+    g.search.SetAligned(b, static_cast<int>(std::max_element(p, p + keys) - p));
+  }
 }
 
 LogitsSummary StepBatch::PrepareSummary(bool* screened) {
@@ -101,6 +133,7 @@ void StepBatch::AdvanceGroups(const LogitsSummary& summary, bool screened,
     }
     const int beams = g->search.active_beams();
     float* logits = logits_.data() + offset * vocab;
+    SetAligned(*g, offset);
     bool summarised = screened || summary.no_logits;
     if (summary.no_logits) {
       g->search.AdvanceForced();

@@ -76,8 +76,15 @@ class StepBatch {
   // LogitsSummary's argmax-only request: every stepped row's excluded ids, and where each
   // row's start.
   std::vector<int> excluded_, excluded_offsets_;
+  // The cross-attention of the rows of searches that want an alignment (DecoderRow's), one
+  // after the other.
+  std::vector<float> attention_;
   // Fills rows_ with the rows of every group not paused, reserving their KV cache.
   absl::Status GatherRows();
+  // Points the rows of searches that want an alignment at attention_.
+  void PrepareAttention();
+  // Gives `g`'s search the source position each of its rows (from rows_[offset]) aligns to.
+  void SetAligned(SequenceGroup& g, int64_t offset) const;
   // The decoder's summary request for rows_, in this batch's buffers; the decoder sets
   // *screened when it found the argmax from the screen.
   LogitsSummary PrepareSummary(bool* screened);

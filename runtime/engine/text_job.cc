@@ -107,6 +107,7 @@ std::vector<Translation> DetokenizeResults(const Model& model, const TextSources
       t.score = h.score;
       t.token_ids = std::move(h.tokens);
       t.token_scores = std::move(h.token_scores);
+      t.alignment = std::move(h.alignment);
       out[i].hypotheses.push_back(std::move(t));
     }
   }

@@ -18,6 +18,9 @@ struct TranslatedHypothesis {
   float score = 0.0f;
   std::vector<int> token_ids;  // prefix + generated ids, EOS included when the search ended with it
   std::vector<float> token_scores;  // with SearchOptions::token_scores: one per id
+  // With SearchOptions::alignment: for each id, the source token (an index into the source's
+  // ids, end of sentence and language token included) its cross-attention weighs most.
+  std::vector<int> alignment;
 };
 
 struct Translation {

@@ -85,6 +85,24 @@ void Decoder::SelfAttention(const DecoderLayerWeights& layer, int index,
   }
 }
 
+namespace {
+
+// out[t] = Σ_h probabilities[h * keys + t] / heads, summed in head order (as torch's mean).
+void HeadMean(const float* probabilities, int heads, int keys, float* out) {
+  std::fill(out, out + keys, 0.0f);
+  for (int h = 0; h < heads; ++h) {
+    const float* p = probabilities + int64_t{h} * keys;
+    for (int t = 0; t < keys; ++t) out[t] += p[t];
+  }
+  for (int t = 0; t < keys; ++t) out[t] /= static_cast<float>(heads);
+}
+
+}  // namespace
+
+int AlignmentLayer(const ModelConfig& config) {
+  return std::max(0, config.decoder_layers - 2);
+}
+
 void Decoder::CrossAttention(const DecoderLayerWeights& layer, int index,
                              const std::vector<DecoderRow>& rows, const float* in,
                              DecoderScratch& s) const {
@@ -106,6 +124,10 @@ void Decoder::CrossAttention(const DecoderLayerWeights& layer, int index,
       attend(batch.CrossKeyHalf(index, source), batch.CrossValueHalf(index, source));
     } else {
       attend(batch.CrossKey(index, source), batch.CrossValue(index, source));
+    }
+    if (rows[r].cross_attention != nullptr) {
+      const int keys = batch.lengths[source];
+      HeadMean(s.scores.data(), heads, keys, rows[r].cross_attention + int64_t{index} * keys);
     }
   }
 }

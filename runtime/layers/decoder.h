@@ -25,6 +25,10 @@ struct DecoderRow {
                                   // of this hypothesis; ancestry[position] == slot
   const EncodedBatch* source_batch = nullptr;
   int source = 0;  // index of this row's source in source_batch
+  // Non-null: Step writes this row's cross-attention probabilities, averaged over the heads, of
+  // every layer: [decoder_layers, source length] (Hugging Face's output_attentions averaged
+  // over heads; the row aligns the token it produces).
+  float* cross_attention = nullptr;
 };
 
 // Buffers reused across steps; they grow to the largest step seen and are never shrunk.
@@ -56,6 +60,11 @@ struct LogitsSummary {
   const int* excluded_offsets = nullptr;
   bool* screened = nullptr;
 };
+
+// The decoder layer whose cross-attention, averaged over its heads, aligns each produced token
+// to a source position (DecoderRow::cross_attention; Hypothesis::alignment): the second to last
+// (the only one with a single layer). See README.md, "Alignment", for how it was chosen.
+int AlignmentLayer(const ModelConfig& config);
 
 class Decoder {
  public:

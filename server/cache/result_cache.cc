@@ -23,7 +23,7 @@ std::string OptionsKey(const SearchOptions& s) {
       Bits(s.length_penalty), ",", s.early_stopping, ",", Bits(s.sampling.temperature), ",",
       s.sampling.top_k, ",", Bits(s.sampling.top_p), ",", s.sampling.seed, ",",
       Bits(s.repetition_penalty), ",", s.no_repeat_ngram_size, ",", s.min_new_tokens, ",",
-      s.token_scores, ",", s.scores, ",[");
+      s.token_scores, ",", s.alignment, ",", s.scores, ",[");
   for (int id : s.prefix) absl::StrAppend(&key, id, ",");
   key += "]";
   return key;
@@ -35,7 +35,7 @@ int64_t ResultCache::EntryBytes(const std::string& key, const Translation& trans
   int64_t bytes = 128 + static_cast<int64_t>(key.size());  // list node, index slot, vectors
   for (const TranslatedHypothesis& h : translation.hypotheses) {
     bytes += 64 + static_cast<int64_t>(h.text.size() + 4 * h.token_ids.size() +
-                                       4 * h.token_scores.size());
+                                       4 * h.token_scores.size() + 4 * h.alignment.size());
   }
   return bytes;
 }

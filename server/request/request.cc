@@ -48,6 +48,7 @@ absl::StatusOr<TranslateOptions> ToOptions(const v1::DecodingOptions& o) {
   t.min_output_tokens = static_cast<int>(o.min_output_tokens());
   t.target_prefix = o.target_prefix();
   t.token_scores = o.return_token_scores();
+  t.alignment = o.return_alignment();
   t.scores = o.return_scores();
   return t;
 }
@@ -262,6 +263,7 @@ void ToProto(const Translation& translation, bool return_scores, v1::Translation
     if (return_scores) hyp->set_score(h.score);
     hyp->mutable_token_ids()->Add(h.token_ids.begin(), h.token_ids.end());
     hyp->mutable_token_scores()->Add(h.token_scores.begin(), h.token_scores.end());
+    hyp->mutable_alignment()->Add(h.alignment.begin(), h.alignment.end());
   }
 }
 

@@ -7,7 +7,8 @@ namespace glossa::testing {
 
 std::vector<std::vector<float>> TeacherForcedLogits(
     const Model& model, const std::vector<int>& source, const std::vector<int>& prefix,
-    const std::function<void(EncodedBatch&)>& after_cross_kv) {
+    const std::function<void(EncodedBatch&)>& after_cross_kv,
+    std::vector<std::vector<float>>* cross_attention) {
   const ModelConfig& c = model.config();
   auto batch = model.encoder().Encode({source});
   model.decoder().PrecomputeCrossKv(*batch);
@@ -29,6 +30,9 @@ std::vector<std::vector<float>> TeacherForcedLogits(
     row.source_batch = batch.get();
     row.source = 0;
     std::vector<float> logits(c.target_vocab_size);
+    if (cross_attention != nullptr) {
+      row.cross_attention = cross_attention->emplace_back(c.decoder_layers * source.size()).data();
+    }
     model.decoder().Step({row}, scratch, logits.data());
     out.push_back(std::move(logits));
   }

@@ -69,10 +69,12 @@ inline std::vector<GoldenLine> ReadGolden(const std::string& name) {
 // Logits of every step when the decoder is fed `prefix` (decoder start first) for one source,
 // through the production path: Encoder, cross K/V, Decoder::Step with the KV cache;
 // after_cross_kv, when given, sees (and may change) the batch once its cross K/V are made.
-// Result: [prefix.size()][target_vocab].
+// Result: [prefix.size()][target_vocab]. cross_attention, when given, receives each step's
+// DecoderRow::cross_attention: [prefix.size()][decoder_layers * source.size()].
 std::vector<std::vector<float>> TeacherForcedLogits(
     const Model& model, const std::vector<int>& source, const std::vector<int>& prefix,
-    const std::function<void(EncodedBatch&)>& after_cross_kv = {});
+    const std::function<void(EncodedBatch&)>& after_cross_kv = {},
+    std::vector<std::vector<float>>* cross_attention = nullptr);
 
 }  // namespace glossa::testing
 

@@ -6,8 +6,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "text/languages.h"
 #include "engine/document.h"
+#include "text/inline_tags.h"
+#include "text/languages.h"
+#include "text/markup.h"
 #include "util/status_macros.h"
 
 namespace glossa {
@@ -92,6 +94,33 @@ absl::StatusOr<std::vector<std::vector<Hypothesis>>> Translator::Run(
   if (!result.ok()) return result.status();
   std::vector<std::vector<Hypothesis>> out(sources.size());
   for (size_t k = 0; k < order.size(); ++k) out[order[k]] = std::move((*result)[k]);
+  return out;
+}
+
+absl::StatusOr<std::vector<Translation>> Translator::TranslateTagged(
+    const std::vector<std::string>& texts, const TranslateOptions& options) const {
+  GLOSSA_ASSIGN_OR_RETURN(const LanguagePair languages,
+                          ResolveLanguages(model_->info(), model_->tokenizer(),
+                                           options.source_language, options.target_language));
+  std::vector<TaggedText> tagged;
+  std::vector<std::string> plain;
+  for (const std::string& text : texts) {
+    tagged.push_back(ParseInlineTags(text));
+    plain.push_back(tagged.back().text);
+  }
+  TranslateOptions aligned = options;
+  aligned.alignment = true;
+  GLOSSA_ASSIGN_OR_RETURN(std::vector<Translation> out, Translate(plain, aligned));
+  for (size_t i = 0; i < out.size() && i < texts.size(); ++i) {
+    for (TranslatedHypothesis& h : out[i].hypotheses) {
+      const auto placed = PlaceSpans(AlignWords(model_->tokenizer(), plain[i],
+                                                languages.source_token, h.text, h.token_ids,
+                                                h.alignment),
+                                     tagged[i].spans);
+      h.text = WriteInlineTags(h.text, tagged[i], placed);
+      if (!options.alignment) h.alignment.clear();
+    }
+  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "util/status_macros.h"
@@ -149,6 +150,78 @@ std::string Tokenizer::DecodeTarget(const std::vector<int>& ids) const {
   std::string text = target_spm_->Decode(pieces);
   absl::StrReplaceAll({{"\xE2\x96\x81", " "}}, &text);  // U+2581, as MarianTokenizer does
   return std::string(absl::StripAsciiWhitespace(text));
+}
+
+namespace {
+
+constexpr absl::string_view kWordStart = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+bool IsAsciiSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// A piece of ASCII punctuation only (after SentencePiece's space): not part of a word's meaning.
+bool IsPunctuationPiece(absl::string_view piece) {
+  absl::ConsumePrefix(&piece, kWordStart);
+  if (piece.empty()) return false;
+  for (char c : piece) {
+    if (!absl::ascii_ispunct(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+int CountWords(absl::string_view text) {
+  int words = 0;
+  bool in_word = false;
+  for (char c : text) {
+    if (IsAsciiSpace(c)) {
+      in_word = false;
+    } else if (!in_word) {
+      in_word = true;
+      ++words;
+    }
+  }
+  return words;
+}
+
+}  // namespace
+
+std::vector<int> Tokenizer::SourceWords(absl::string_view text, int language_id) const {
+  if (!IsValidUtf8(text)) return {};
+  std::vector<int> words;
+  if (language_id >= 0 && !language_after_eos_) words.push_back(-1);
+  int word = -1;
+  for (const std::string& piece : source_spm_->Encode(std::string_view(text.data(), text.size()))) {
+    if (absl::StartsWith(piece, kWordStart) || word < 0) ++word;
+    words.push_back(IsPunctuationPiece(piece) ? -1 : word);
+  }
+  if (word + 1 != CountWords(text)) return {};
+  words.push_back(-1);  // </s>
+  if (language_id >= 0 && language_after_eos_) words.push_back(-1);
+  return words;
+}
+
+std::vector<std::pair<size_t, size_t>> Tokenizer::TargetOffsets(const std::vector<int>& ids) const {
+  std::string joined;
+  std::vector<std::pair<size_t, size_t>> raw;
+  for (int id : ids) {
+    if (id < 0 || id >= static_cast<int>(target_vocab_.size()) || special_target_[id]) {
+      raw.emplace_back(joined.size(), joined.size());
+      continue;
+    }
+    const size_t begin = joined.size();
+    joined += absl::StrReplaceAll(target_vocab_[id], {{kWordStart, " "}});
+    raw.emplace_back(begin, joined.size());
+  }
+  // DecodeTarget strips the text: offsets move back by the leading blanks and stop at its end.
+  const std::string text = DecodeTarget(ids);
+  const size_t lead = std::min(joined.find_first_not_of(' '), joined.size());
+  if (joined.compare(lead, text.size(), text) != 0) return {};
+  for (auto& [begin, end] : raw) {
+    begin = std::min(std::max(begin, lead) - lead, text.size());
+    end = std::min(std::max(end, lead) - lead, text.size());
+  }
+  return raw;
 }
 
 bool IsValidUtf8(absl::string_view text) {

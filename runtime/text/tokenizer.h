@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -39,6 +40,14 @@ class Tokenizer {
   absl::StatusOr<std::vector<int>> EncodeTarget(absl::string_view text) const;
   // The text of target ids; special ids are skipped.
   std::string DecodeTarget(const std::vector<int>& ids) const;
+  // For each id EncodeSource(text, language_id) gives, the index of the word of `text` it is
+  // part of (words: runs of characters between ASCII whitespace); -1 for </s>, the language
+  // token and pieces of ASCII punctuation only. Empty when the pieces do not start anew at each word (normalisation joined or split
+  // words), or the text is not UTF-8.
+  std::vector<int> SourceWords(absl::string_view text, int language_id = -1) const;
+  // The byte range of each id's piece in DecodeTarget(ids) ([0, 0) for special ids, without
+  // a leading space); empty when that text is not the pieces put together (byte pieces, <unk>).
+  std::vector<std::pair<size_t, size_t>> TargetOffsets(const std::vector<int>& ids) const;
   // The text of one target id as it would appear inside a decoded sentence ("▁" as a space).
   const std::string& TargetPiece(int id) const { return target_vocab_[id]; }
 

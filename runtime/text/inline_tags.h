@@ -1,0 +1,34 @@
+// Inline tags in a line of text ("Hola <b>mundo</b>.<br/>"), for glossa-translate's
+// --inline_tags: the text without its tags, each element as a span of it, and the line rebuilt
+// with the tags placed on a translation (text/markup.h). A tag is '<', a letter or '/', and
+// everything up to the next '>'; the text between tags is kept as it is (no entity decoding).
+// An element closed later in the line is a span; a self-closing tag, a void element (br, img,
+// hr, wbr), a closing tag without its start and a start tag never closed are points: nothing
+// is lost, and the output is well-formed whenever the input was.
+#ifndef GLOSSA_RUNTIME_TEXT_INLINE_TAGS_H_
+#define GLOSSA_RUNTIME_TEXT_INLINE_TAGS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "text/markup.h"
+
+namespace glossa {
+
+struct TaggedText {
+  std::string text;              // the line without its tags
+  std::vector<TextSpan> spans;   // in the order of their start tags
+  std::vector<std::string> starts, ends;  // each span's tags as written (a point: start only)
+};
+
+TaggedText ParseInlineTags(absl::string_view line);
+
+// `target` with each span's tags written where PlaceSpans put them (unplaced: around it all).
+std::string WriteInlineTags(absl::string_view target, const TaggedText& tags,
+                            const std::vector<std::optional<TextSpan>>& placed);
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_TEXT_INLINE_TAGS_H_

@@ -1,0 +1,71 @@
+// Inline markup carried across a translation: the source sentence is translated without its
+// markup, and each marked span of it is put on the target words that translate the marked
+// words, found through the alignment the decoder gives (Hypothesis::alignment: for each target
+// token, the source token its cross-attention weighs most).
+//
+// Words are the runs of characters between whitespace. A span marks the source words it
+// touches; its place in the target runs from the first to the last target token aligned to one
+// of those words, widened to whole words (but not over trailing punctuation that aligns
+// elsewhere). A point (an empty element such as <br>) goes before the target word aligned to
+// the source word after it, or, with none, at the same relative place in the target's words.
+// The result nests as the source did: a span is placed only inside the place of the span that
+// contains it and without crossing a span placed before it (spans are placed outermost first,
+// in source order); a span that cannot be placed so is reported unplaced, and the caller puts it
+// around the whole sentence, so that nothing is lost, nothing duplicated, and the markup stays
+// well-formed.
+#ifndef GLOSSA_RUNTIME_TEXT_MARKUP_H_
+#define GLOSSA_RUNTIME_TEXT_MARKUP_H_
+
+#include <cstddef>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "text/tokenizer.h"
+
+namespace glossa {
+
+// Bytes [begin, end) of a text; begin == end: a point between two characters.
+struct TextSpan {
+  size_t begin = 0, end = 0;
+  bool point() const { return begin == end; }
+};
+
+struct AlignedTranslation {
+  absl::string_view source;  // the sentence as translated, without markup
+  // For each source token (as the model saw them), its word in `source` (-1: none, e.g. </s>).
+  std::vector<int> source_words;
+  absl::string_view target;
+  // For each target token, its bytes in `target` ([x, x): none, e.g. a language token).
+  std::vector<std::pair<size_t, size_t>> target_tokens;
+  std::vector<int> alignment;  // for each target token, a source token index
+};
+
+// The AlignedTranslation of `source`, encoded with `language_id` as the engine encoded it, into
+// `target` (the text of target_ids) with the alignment the engine gave for target_ids.
+AlignedTranslation AlignWords(const Tokenizer& tokenizer, absl::string_view source,
+                              int language_id, absl::string_view target,
+                              const std::vector<int>& target_ids,
+                              const std::vector<int>& alignment);
+
+// The place of each span of `source` in `target` (std::nullopt: unplaced). Spans are given in
+// the source's order of their start tags (a container before what it contains) and must nest.
+// Without a usable alignment (empty word lists, sizes that disagree) every span is unplaced.
+std::vector<std::optional<TextSpan>> PlaceSpans(const AlignedTranslation& translation,
+                                                const std::vector<TextSpan>& spans);
+
+// Where the caller writes each span's start and end in a text of `length` bytes: events in
+// writing order (at equal offsets, ends before starts; the outer span's start first and its end
+// last). Unplaced spans start before everything and end after everything, outermost first.
+struct MarkupEvent {
+  size_t at = 0;
+  int span = 0;
+  bool start = true;
+};
+std::vector<MarkupEvent> MarkupEvents(const std::vector<std::optional<TextSpan>>& placed,
+                                      size_t length);
+
+}  // namespace glossa
+
+#endif  // GLOSSA_RUNTIME_TEXT_MARKUP_H_

@@ -473,6 +473,18 @@ class DecodingControlsTest(ServerTestCase):
         h = self.translate([SHORT], beam_size=1).translations[0].hypotheses[0]
         self.assertEqual(len(h.token_scores), 0)
 
+    def test_alignment_points_into_the_source_for_every_token_only_when_asked(self):
+        response = self.translate([SHORT, LONG], beam_size=4, num_hypotheses=2,
+                                  return_alignment=True)
+        for text, translation in zip([SHORT, LONG], response.translations):
+            source_tokens = len(text.split()) * 4 + 2  # far more than the text's pieces
+            for h in translation.hypotheses:
+                self.assertEqual(len(h.alignment), len(h.token_ids))
+                self.assertTrue(all(0 <= a < source_tokens for a in h.alignment),
+                                list(h.alignment))
+        h = self.translate([SHORT], beam_size=1).translations[0].hypotheses[0]
+        self.assertEqual(len(h.alignment), 0)
+
     def test_greedy_token_scores_sum_to_the_score(self):
         h = self.translate([LONG], beam_size=1, return_scores=True,
                            return_token_scores=True).translations[0].hypotheses[0]

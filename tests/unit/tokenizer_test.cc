@@ -1,6 +1,8 @@
 // Tokenization equals Hugging Face's MarianTokenizer on the golden data.
 #include "text/tokenizer.h"
 
+#include <algorithm>
+
 #include "common/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -31,6 +33,47 @@ TEST(TokenizerTest, DetokenizationEqualsHuggingFace) {
       EXPECT_EQ(model->tokenizer().DecodeTarget(g.out_ids), g.hyp) << name << " line " << g.index;
     }
   }
+}
+
+TEST(TokenizerTest, TargetOffsetsCutTheDecodedTextIntoItsTokens) {
+  GLOSSA_REQUIRE_SHARED();
+  auto model = testing::DemoModel();
+  ASSERT_NE(model, nullptr);
+  int lines = 0;
+  for (const auto& g : testing::ReadGolden("greedy")) {
+    const std::string text = model->tokenizer().DecodeTarget(g.out_ids);
+    const auto offsets = model->tokenizer().TargetOffsets(g.out_ids);
+    if (offsets.empty()) continue;  // a text that is not its pieces put together
+    ++lines;
+    ASSERT_EQ(offsets.size(), g.out_ids.size());
+    std::string joined;
+    size_t last = 0;
+    for (const auto& [begin, end] : offsets) {
+      ASSERT_LE(begin, end);
+      ASSERT_LE(last, begin) << "line " << g.index;  // in order, without overlaps
+      joined.append(text, last, end - last);
+      last = end;
+    }
+    EXPECT_EQ(joined, text.substr(0, last)) << "line " << g.index;
+    EXPECT_EQ(last, text.size()) << "line " << g.index;
+  }
+  EXPECT_GE(lines, 400);
+}
+
+TEST(TokenizerTest, SourceWordsNumberTheWordsOfTheText) {
+  auto model = testing::DemoModel();
+  ASSERT_NE(model, nullptr);
+  const Tokenizer& t = model->tokenizer();
+  const std::string text = "Y dijo  Dios: Sea la luz.";
+  const auto words = t.SourceWords(text);
+  const auto ids = t.EncodeSource(text);
+  ASSERT_TRUE(ids.ok());
+  ASSERT_EQ(words.size(), ids->size());
+  EXPECT_EQ(words.front(), 0);
+  EXPECT_EQ(words.back(), -1);  // </s>
+  EXPECT_EQ(*std::max_element(words.begin(), words.end()), 5);  // 6 words
+  EXPECT_NE(std::find(words.begin(), words.end(), -1), words.end() - 1);  // ':' and '.' are -1
+  EXPECT_TRUE(t.SourceWords("\xC3(").empty());
 }
 
 TEST(TokenizerTest, SpecialIdsAreSkipped) {

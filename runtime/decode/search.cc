@@ -55,7 +55,6 @@ Search::Search(const SearchOptions& options, const SearchVocab& vocab)
     if (scores) f.token_scores.reserve(length);
     if (options_.alignment) f.ancestry.reserve(length + 1);
   }
-  if (options_.alignment) aligned_.assign(static_cast<size_t>(beams) * length, -1);
   if (beams > 1) {
     // Constrained search keeps one more per beam (AdvanceConstrained).
     top_.resize(static_cast<size_t>(beams) * (2 * beams + (constrained_ ? 1 : 0)));
@@ -781,28 +780,36 @@ std::vector<Hypothesis> Search::Results() const {
   for (int n = 0; n < options_.num_hypotheses && !order.empty(); ++n) {
     const Finished& f = finished_[order.back()];
     order.pop_back();
-    out.push_back({f.tokens, static_cast<float>(f.score), f.token_scores,
-                   options_.alignment ? AlignmentOf(f.ancestry, f.tokens.size())
-                                      : std::vector<int>()});
+    out.push_back({f.tokens, static_cast<float>(f.score), f.token_scores});
+    if (options_.alignment) AddAlignment(f.ancestry, &out.back());
   }
   return out;
 }
 
-void Search::SetAligned(int beam, int source_position) {
+void Search::SetAttention(int beam, const float* row, int source_length) {
   if (!options_.alignment || done_ || beam < 0 || beam >= options_.beam_size ||
-      step_ >= positions()) {
+      step_ >= positions() || source_length <= 0) {
     return;
   }
-  aligned_[static_cast<size_t>(beam) * positions() + step_] = source_position;
+  if (attention_.empty()) {
+    source_length_ = source_length;
+    attention_.assign(static_cast<size_t>(options_.beam_size) * positions() * source_length, 0.0f);
+  }
+  if (source_length != source_length_) return;  // one source per search
+  std::copy(row, row + source_length,
+            attention_.begin() + (static_cast<size_t>(beam) * positions() + step_) * source_length);
 }
 
 // Token t came from the row at position t, which ran in cache slot ancestry[t].
-std::vector<int> Search::AlignmentOf(const std::vector<int>& ancestry, size_t length) const {
-  std::vector<int> out(length, -1);
-  for (size_t t = 0; t < length && t < ancestry.size(); ++t) {
-    out[t] = aligned_[static_cast<size_t>(ancestry[t]) * positions() + t];
+void Search::AddAlignment(const std::vector<int>& ancestry, Hypothesis* h) const {
+  const size_t length = h->tokens.size(), n = static_cast<size_t>(source_length_);
+  h->alignment.assign(length, -1);
+  h->attention.assign(length * n, 0.0f);
+  for (size_t t = 0; t < length && t < ancestry.size() && n > 0; ++t) {
+    const float* row = attention_.data() + (static_cast<size_t>(ancestry[t]) * positions() + t) * n;
+    std::copy(row, row + n, h->attention.begin() + t * n);
+    h->alignment[t] = static_cast<int>(std::max_element(row, row + n) - row);
   }
-  return out;
 }
 
 }  // namespace glossa

@@ -100,8 +100,8 @@ struct SearchOptions {
   int min_new_tokens = 0;           // EOS banned until this many tokens follow the prefix
   std::vector<int> prefix;          // target ids every hypothesis starts with
   bool token_scores = false;        // Hypothesis::token_scores wanted
-  // Hypothesis::alignment wanted: the caller gives each step's aligned source position of every
-  // active beam (SetAligned) before advancing.
+  // Hypothesis::alignment and attention wanted: the caller gives each step's attention row of
+  // every active beam (SetAttention) before advancing.
   bool alignment = false;
   // Greedy's Hypothesis::score wanted (beam search always scores). Without it the score is 0
   // and a step may be decided from the argmax alone (ArgMaxOnly).
@@ -136,9 +136,11 @@ struct Hypothesis {
   // With SearchOptions::token_scores: each token's log-probability under the model (the raw
   // log-softmax, before any processor; the prefix's teacher-forced), one per token.
   std::vector<float> token_scores;
-  // With SearchOptions::alignment: for each token, the source position SetAligned gave for the
-  // decoder row that produced it (-1 where none was given), one per token.
+  // With SearchOptions::alignment: for each token, the source position that the attention row
+  // SetAttention gave for the decoder row that produced it weighs most (-1 where none was
+  // given), one per token; and those rows, [tokens, source length] (zeros where none was given).
   std::vector<int> alignment;
+  std::vector<float> attention;
 };
 
 class Search {
@@ -157,10 +159,11 @@ class Search {
   // [step() + 1] cache slot of each position of this beam's history; the last is `beam`.
   const int* ancestry(int beam) const { return beams_[beam].ancestry.data(); }
 
-  // With SearchOptions::alignment: the source position that beam `beam`'s row of this step
-  // aligns to (the token it produces). Call before advancing the step; a position is kept per
-  // cache slot and step, like the KV cache, so a hypothesis reads its own through its ancestry.
-  void SetAligned(int beam, int source_position);
+  // With SearchOptions::alignment: the attention over the source, row[source_length], of beam
+  // `beam`'s row of this step (for the token it produces). Call before advancing the step; a row
+  // is kept per cache slot and step, like the KV cache, so a hypothesis reads its own through its
+  // ancestry. The first call sizes the buffer for every slot and step (the only allocation).
+  void SetAttention(int beam, const float* row, int source_length);
 
   // Consumes this step's logits, [active_beams(), vocab_size], overwritten as scratch. `stats`,
   // when given, holds each row's ops::ComputeArgMaxLogSumExp (computed by the caller while the
@@ -327,10 +330,11 @@ class Search {
   // beam_size + 1 slots; the first finished_count_ are the finished hypotheses, in insertion
   // order like Hugging Face's BeamHypotheses.
   std::vector<Finished> finished_;
-  // With options_.alignment: SetAligned's positions, [slot * positions() + step].
-  std::vector<int> aligned_;
-  // The alignment of a hypothesis's first `length` tokens, from its ancestry.
-  std::vector<int> AlignmentOf(const std::vector<int>& ancestry, size_t length) const;
+  // With options_.alignment: SetAttention's rows, [slot * positions() + step][source_length_].
+  std::vector<float> attention_;
+  int source_length_ = 0;
+  // Fills h.alignment and h.attention for its first h.tokens.size() tokens, from its ancestry.
+  void AddAlignment(const std::vector<int>& ancestry, Hypothesis* h) const;
   size_t finished_count_ = 0;
   double worst_finished_ = 1e9;
   // Constrained beam search (all empty without constraints).

@@ -83,8 +83,7 @@ void StepBatch::SetAligned(SequenceGroup& g, int64_t offset) const {
   for (int b = 0; b < g.search.active_beams(); ++b) {
     const DecoderRow& row = rows_[offset + b];
     const int keys = row.source_batch->lengths[row.source];
-    const float* p = row.cross_attention + int64_t{layer} * keys;
-    g.search.SetAligned(b, static_cast<int>(std::max_element(p, p + keys) - p));
+    g.search.SetAttention(b, row.cross_attention + int64_t{layer} * keys, keys);
   }
 }
 

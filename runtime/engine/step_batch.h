@@ -83,7 +83,8 @@ class StepBatch {
   absl::Status GatherRows();
   // Points the rows of searches that want an alignment at attention_.
   void PrepareAttention();
-  // Gives `g`'s search the source position each of its rows (from rows_[offset]) aligns to.
+  // Gives `g`'s search the attention of each of its rows (from rows_[offset]) in the alignment
+  // layer.
   void SetAligned(SequenceGroup& g, int64_t offset) const;
   // The decoder's summary request for rows_, in this batch's buffers; the decoder sets
   // *screened when it found the argmax from the screen.

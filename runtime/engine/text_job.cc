@@ -108,6 +108,7 @@ std::vector<Translation> DetokenizeResults(const Model& model, const TextSources
       t.token_ids = std::move(h.tokens);
       t.token_scores = std::move(h.token_scores);
       t.alignment = std::move(h.alignment);
+      t.attention = std::move(h.attention);
       out[i].hypotheses.push_back(std::move(t));
     }
   }

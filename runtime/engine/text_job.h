@@ -21,6 +21,7 @@ struct TranslatedHypothesis {
   // With SearchOptions::alignment: for each id, the source token (an index into the source's
   // ids, end of sentence and language token included) its cross-attention weighs most.
   std::vector<int> alignment;
+  std::vector<float> attention;  // the alignment layer's rows: [ids, source ids]
 };
 
 struct Translation {

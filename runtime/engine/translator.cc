@@ -115,9 +115,10 @@ absl::StatusOr<std::vector<Translation>> Translator::TranslateTagged(
     for (TranslatedHypothesis& h : out[i].hypotheses) {
       const auto placed = PlaceSpans(AlignWords(model_->tokenizer(), plain[i],
                                                 languages.source_token, h.text, h.token_ids,
-                                                h.alignment),
+                                                h.alignment, h.attention),
                                      tagged[i].spans);
       h.text = WriteInlineTags(h.text, tagged[i], placed);
+      h.attention.clear();
       if (!options.alignment) h.alignment.clear();
     }
   }

@@ -90,21 +90,87 @@ class Placer {
     return t_.source_words[s];
   }
 
-  // The target bytes of the tokens aligned to source words [first, last], widened to their
-  // words but for punctuation at the edges; nullopt when none aligns there.
-  std::optional<TextSpan> TargetOf(int first, int last) const {
-    size_t begin = t_.target.size(), end = 0;
-    for (size_t k = 0; k < t_.target_tokens.size(); ++k) {
-      const auto [b, e] = t_.target_tokens[k];
+  // The target tokens aligned to a source word in [first, last]. With none and the attention
+  // at hand, the other direction: for each source token of those words, the target token that
+  // attends to it most.
+  std::vector<bool> TokensOf(int first, int last) const {
+    std::vector<bool> in(t_.target_tokens.size(), false);
+    bool any = false;
+    for (size_t k = 0; k < in.size(); ++k) {
       const int w = AlignedWord(k);
-      if (w < first || w > last || b >= e) continue;
-      begin = std::min(begin, b);
-      end = std::max(end, e);
+      in[k] = w >= first && w <= last && t_.target_tokens[k].first < t_.target_tokens[k].second;
+      any = any || in[k];
     }
+    const size_t sources = t_.source_words.size();
+    if (t_.attention.size() != in.size() * sources) return in;
+    for (size_t s = 0; s < sources; ++s) {
+      if (t_.source_words[s] < first || t_.source_words[s] > last) continue;
+      size_t best = in.size();
+      for (size_t k = 0; k < in.size(); ++k) {
+        if (t_.target_tokens[k].first >= t_.target_tokens[k].second) continue;
+        if (best == in.size() || t_.attention[k * sources + s] > t_.attention[best * sources + s]) {
+          best = k;
+        }
+      }
+      if (best < in.size()) in[best] = true;
+    }
+    return in;
+  }
+
+  // The attention target token k pays to the source tokens of words [first, last] (1 without
+  // the attention).
+  float Mass(size_t k, int first, int last) const {
+    const size_t sources = t_.source_words.size();
+    if (t_.attention.size() != t_.target_tokens.size() * sources) return 1.0f;
+    float mass = 0.0f;
+    for (size_t s = 0; s < sources; ++s) {
+      if (t_.source_words[s] >= first && t_.source_words[s] <= last) {
+        mass += t_.attention[k * sources + s];
+      }
+    }
+    return mass;
+  }
+
+  // Of the runs of consecutive tokens in `in`, the one of most Mass: [first, last] token
+  // indexes (first > last: none). An element marks one phrase; its translation is one too.
+  std::pair<size_t, size_t> BestRun(const std::vector<bool>& in, int first, int last) const {
+    std::pair<size_t, size_t> best{1, 0};
+    float best_mass = -1.0f;
+    for (size_t k = 0; k < in.size();) {
+      if (!in[k]) {
+        ++k;
+        continue;
+      }
+      const size_t start = k;
+      size_t end = k;
+      float mass = 0.0f;
+      // A run goes on over a gap of one token (an adjective between article and noun).
+      for (; k < in.size() && (in[k] || (k + 1 < in.size() && in[k + 1])); ++k) {
+        if (in[k]) {
+          mass += Mass(k, first, last);
+          end = k;
+        }
+      }
+      if (mass > best_mass) {
+        best_mass = mass;
+        best = {start, end};
+      }
+    }
+    return best;
+  }
+
+  // The target bytes of TokensOf(first, last), widened to their words but for punctuation at
+  // the edges; nullopt when there are none.
+  std::optional<TextSpan> TargetOf(int first, int last) const {
+    const auto [first_token, last_token] = BestRun(TokensOf(first, last), first, last);
+    if (first_token > last_token) return std::nullopt;
+    size_t begin = t_.target_tokens[first_token].first, end = t_.target_tokens[last_token].second;
     if (begin >= end) return std::nullopt;
     while (begin < end && IsSpace(t_.target[begin])) ++begin;
     while (end > begin && IsSpace(t_.target[end - 1])) --end;
-    auto word_char = [&](size_t i) { return !IsSpace(t_.target[i]) && !IsPunctuation(t_.target[i]); };
+    auto word_char = [&](size_t i) {
+      return !IsSpace(t_.target[i]) && !IsPunctuation(t_.target[i]);
+    };
     while (begin > 0 && word_char(begin - 1)) --begin;
     while (end < t_.target.size() && word_char(end)) ++end;
     if (begin >= end) return std::nullopt;
@@ -173,13 +239,15 @@ std::optional<TextSpan> TrimPunctuation(absl::string_view source, const TextSpan
 AlignedTranslation AlignWords(const Tokenizer& tokenizer, absl::string_view source,
                               int language_id, absl::string_view target,
                               const std::vector<int>& target_ids,
-                              const std::vector<int>& alignment) {
+                              const std::vector<int>& alignment,
+                              const std::vector<float>& attention) {
   AlignedTranslation t;
   t.source = source;
   t.target = target;
   t.source_words = tokenizer.SourceWords(source, language_id);
   t.target_tokens = tokenizer.TargetOffsets(target_ids);
   t.alignment = alignment;
+  t.attention = attention;
   return t;
 }
 

@@ -4,9 +4,12 @@
 // token, the source token its cross-attention weighs most).
 //
 // Words are the runs of characters between whitespace. A span marks the source words it
-// touches; its place in the target runs from the first to the last target token aligned to one
-// of those words, widened to whole words (but not over trailing punctuation that aligns
-// elsewhere). A point (an empty element such as <br>) goes before the target word aligned to
+// touches. The target tokens that translate them are those aligned to one of those words and,
+// with the attention at hand, for each of their source tokens the target token that attends to
+// it most (the other direction of the same attention: the first target token often aligns to a
+// neighbour of its word). Of those, the run of consecutive tokens (a gap of one token allowed)
+// that pays the marked words the most attention is the span's place, widened to whole words but
+// not over punctuation the marked text does not have at that edge. A point (an empty element such as <br>) goes before the target word aligned to
 // the source word after it, or, with none, at the same relative place in the target's words.
 // The result nests as the source did: a span is placed only inside the place of the span that
 // contains it and without crossing a span placed before it (spans are placed outermost first,
@@ -40,6 +43,8 @@ struct AlignedTranslation {
   // For each target token, its bytes in `target` ([x, x): none, e.g. a language token).
   std::vector<std::pair<size_t, size_t>> target_tokens;
   std::vector<int> alignment;  // for each target token, a source token index
+  // Optional: the attention the alignment was taken from, [target tokens, source tokens].
+  std::vector<float> attention;
 };
 
 // The AlignedTranslation of `source`, encoded with `language_id` as the engine encoded it, into
@@ -47,7 +52,8 @@ struct AlignedTranslation {
 AlignedTranslation AlignWords(const Tokenizer& tokenizer, absl::string_view source,
                               int language_id, absl::string_view target,
                               const std::vector<int>& target_ids,
-                              const std::vector<int>& alignment);
+                              const std::vector<int>& alignment,
+                              const std::vector<float>& attention = {});
 
 // The place of each span of `source` in `target` (std::nullopt: unplaced). Spans are given in
 // the source's order of their start tags (a container before what it contains) and must nest.

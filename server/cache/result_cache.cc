@@ -35,7 +35,8 @@ int64_t ResultCache::EntryBytes(const std::string& key, const Translation& trans
   int64_t bytes = 128 + static_cast<int64_t>(key.size());  // list node, index slot, vectors
   for (const TranslatedHypothesis& h : translation.hypotheses) {
     bytes += 64 + static_cast<int64_t>(h.text.size() + 4 * h.token_ids.size() +
-                                       4 * h.token_scores.size() + 4 * h.alignment.size());
+                                       4 * h.token_scores.size() + 4 * h.alignment.size() +
+                                       4 * h.attention.size());
   }
   return bytes;
 }

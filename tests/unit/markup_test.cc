@@ -2,6 +2,7 @@
 #include "text/markup.h"
 
 #include <string>
+#include <tuple>
 
 #include "gtest/gtest.h"
 
@@ -111,6 +112,45 @@ TEST(MarkupTest, AChildIsKeptInsideItsPlacedParent) {
   const auto placed = PlaceSpans(toy.Get(), {{0, 3}, {2, 3}});
   ASSERT_TRUE(placed[0].has_value());
   EXPECT_FALSE(placed[1].has_value());
+}
+
+// Attention rows for a translation: row k puts `weight` on source token alignment[k] and spreads the
+// rest evenly; `extra` adds (target token, source token, weight) cells.
+std::vector<float> Attention(const AlignedTranslation& t,
+                             std::vector<std::tuple<int, int, float>> extra = {}) {
+  const size_t sources = t.source_words.size();
+  std::vector<float> a(t.alignment.size() * sources, 0.01f);
+  for (size_t k = 0; k < t.alignment.size(); ++k) a[k * sources + t.alignment[k]] = 0.5f;
+  for (const auto& [k, s, w] : extra) a[k * sources + s] = w;
+  return a;
+}
+
+TEST(MarkupTest, AWordNoTokenAlignsToTakesTheTokenThatAttendsToItMost) {
+  // "dijo Dios" -> "God said": "God" aligns to "dijo" (as the first token often does), but it
+  // attends to "Dios" more than any other target token does.
+  const Toy toy{"dijo Dios", "God said", {0, 0, 2}};
+  AlignedTranslation t = toy.Get();
+  t.attention = Attention(t, {{0, 1, 0.4f}});
+  const auto placed = PlaceSpans(t, {{5, 9}});  // "Dios"
+  EXPECT_EQ(Write(toy.target, placed), "[0 God ]0 said");
+}
+
+TEST(MarkupTest, OfTokensFarApartTheRunThatAttendsMostIsMarked) {
+  // Source word 0 is aligned from target tokens 0 and 3, apart: the element goes on one of them,
+  // the one paying the marked word more attention.
+  const Toy toy{"a b c", "A B C D", {0, 1, 2, 0, 3}};
+  AlignedTranslation t = toy.Get();
+  t.attention = Attention(t, {{3, 0, 0.9f}});
+  EXPECT_EQ(Write(toy.target, PlaceSpans(t, {{0, 1}})), "A B C [0 D ]0");
+  // Without the attention, the first run (equal weights: the earlier wins).
+  EXPECT_EQ(Write(toy.target, PlaceSpans(toy.Get(), {{0, 1}})), "[0 A ]0 B C D");
+}
+
+TEST(MarkupTest, ARunGoesOnOverAOneTokenGap) {
+  // "la casa roja" -> "the red house" with <b>la casa</b>: "the" and "house" align to it, "red"
+  // between them does not; the element covers the three.
+  const Toy toy{"la casa roja", "the red house", {0, 2, 1, 3}};
+  EXPECT_EQ(Write(toy.target, PlaceSpans(toy.Get(), {{0, 7}})), "[0 the red house ]0");
 }
 
 TEST(MarkupTest, EventsAreWellFormedForEqualPlaces) {

@@ -261,11 +261,11 @@ std::vector<std::optional<TextSpan>> PlaceSpans(const AlignedTranslation& transl
     // The nearest earlier span that contains this one in the source: its container.
     int parent = -1;
     for (int j = static_cast<int>(i) - 1; j >= 0 && parent < 0; --j) {
-      if (!spans[j].point() && Contains(spans[j], s)) parent = j;
+      if (!IsPoint(spans[j]) && Contains(spans[j], s)) parent = j;
     }
     const std::optional<TextSpan> within = parent >= 0 ? placed[parent] : std::nullopt;
     std::optional<TextSpan> at;
-    if (s.point()) {
+    if (IsPoint(s)) {
       size_t p = placer.TargetPoint(placer.SourceWordAtOrAfter(s.begin));
       if (within) p = std::clamp(p, within->begin, within->end);
       at = TextSpan{p, p};
@@ -279,7 +279,7 @@ std::vector<std::optional<TextSpan>> PlaceSpans(const AlignedTranslation& transl
         if (at->begin >= at->end) at.reset();
       }
       for (size_t j = 0; at && j < i; ++j) {
-        if (placed[j] && !placed[j]->point() && Cross(*at, *placed[j])) at.reset();
+        if (placed[j] && !IsPoint(*placed[j]) && Cross(*at, *placed[j])) at.reset();
       }
     }
     placed[i] = at;
@@ -307,7 +307,7 @@ std::vector<MarkupEvent> MarkupEvents(const std::vector<std::optional<TextSpan>>
       continue;
     }
     const TextSpan& s = *placed[i];
-    if (s.point()) {
+    if (IsPoint(s)) {
       keyed.push_back({s.begin, 2, 2 * index, {s.begin, span, true}});
       keyed.push_back({s.begin, 2, 2 * index + 1, {s.begin, span, false}});
       continue;

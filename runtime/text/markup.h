@@ -25,15 +25,14 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "text/sentences.h"
 #include "text/tokenizer.h"
 
 namespace glossa {
 
-// Bytes [begin, end) of a text; begin == end: a point between two characters.
-struct TextSpan {
-  size_t begin = 0, end = 0;
-  bool point() const { return begin == end; }
-};
+// Spans are text/sentences.h's TextSpan: bytes [begin, end) of a text; begin == end: a point
+// between two characters (an empty element).
+inline bool IsPoint(const TextSpan& s) { return s.begin == s.end; }
 
 struct AlignedTranslation {
   absl::string_view source;  // the sentence as translated, without markup

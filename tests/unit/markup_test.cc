@@ -42,7 +42,7 @@ std::string Write(const std::string& target, const std::vector<std::optional<Tex
   for (const MarkupEvent& e : MarkupEvents(placed, target.size())) {
     out += target.substr(pos, e.at - pos);
     pos = e.at;
-    const bool point = placed[e.span] && placed[e.span]->point();
+    const bool point = placed[e.span] && IsPoint(*placed[e.span]);
     if (point) {
       if (e.start) out += "|" + std::to_string(e.span) + "|";
     } else {

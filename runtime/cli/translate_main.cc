@@ -54,7 +54,8 @@ ABSL_FLAG(bool, alignment, false,
 ABSL_FLAG(bool, inline_tags, false,
           "Lines carry inline tags (<b>, <i>, <a href=...>, <br/>...): each line is translated "
           "without them and they are put on the words that translate the words they marked "
-          "(the model's cross-attention); not with --split_sentences");
+          "(the model's cross-attention); text between tags is XML-escaped (&amp; &lt; &gt;), "
+          "in the input and in the output");
 ABSL_FLAG(bool, token_ids, false, "Print generated token ids instead of text (space-separated)");
 ABSL_FLAG(int, threads, 1, "Compute threads (OpenMP team used by oneDNN)");
 ABSL_FLAG(int, batch_size, 32, "Sentences encoded and decoded together");
@@ -317,9 +318,10 @@ int main(int argc, char** argv) {
       lines.push_back(line);
     }
     if (lines.empty()) break;
-    auto results = absl::GetFlag(FLAGS_split_sentences) ? translator.TranslateDocuments(lines, opts)
-                   : absl::GetFlag(FLAGS_inline_tags)   ? translator.TranslateTagged(lines, opts)
-                                                        : translator.Translate(lines, opts);
+    const bool split = absl::GetFlag(FLAGS_split_sentences);
+    auto results = absl::GetFlag(FLAGS_inline_tags) ? translator.TranslateTagged(lines, opts, split)
+                   : split                          ? translator.TranslateDocuments(lines, opts)
+                                                    : translator.Translate(lines, opts);
     if (!results.ok()) {
       std::cerr << "glossa-translate: lines " << done + 1 << "-" << done + lines.size() << ": "
                 << results.status().message() << "\n";

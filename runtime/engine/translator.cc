@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "engine/document.h"
+#include "engine/tagged_documents.h"
 #include "text/inline_tags.h"
 #include "text/languages.h"
-#include "text/markup.h"
 #include "util/status_macros.h"
 
 namespace glossa {
@@ -98,7 +99,8 @@ absl::StatusOr<std::vector<std::vector<Hypothesis>>> Translator::Run(
 }
 
 absl::StatusOr<std::vector<Translation>> Translator::TranslateTagged(
-    const std::vector<std::string>& texts, const TranslateOptions& options) const {
+    const std::vector<std::string>& texts, const TranslateOptions& options,
+    bool split_sentences) const {
   GLOSSA_ASSIGN_OR_RETURN(const LanguagePair languages,
                           ResolveLanguages(model_->info(), model_->tokenizer(),
                                            options.source_language, options.target_language));
@@ -110,16 +112,18 @@ absl::StatusOr<std::vector<Translation>> Translator::TranslateTagged(
   }
   TranslateOptions aligned = options;
   aligned.alignment = true;
+  std::optional<Documents> documents;
+  if (split_sentences) {
+    GLOSSA_ASSIGN_OR_RETURN(documents,
+                            SplitDocuments(*model_, plain, model_->info().source_language));
+    plain = documents->sentences;
+  }
   GLOSSA_ASSIGN_OR_RETURN(std::vector<Translation> out, Translate(plain, aligned));
-  for (size_t i = 0; i < out.size() && i < texts.size(); ++i) {
-    for (TranslatedHypothesis& h : out[i].hypotheses) {
-      const auto placed = PlaceSpans(AlignWords(model_->tokenizer(), plain[i],
-                                                languages.source_token, h.text, h.token_ids,
-                                                h.alignment, h.attention),
-                                     tagged[i].spans);
-      h.text = WriteInlineTags(h.text, tagged[i], placed);
-      h.attention.clear();
-      if (!options.alignment) h.alignment.clear();
+  out = WriteTags(*model_, languages.source_token, tagged, documents ? &*documents : nullptr,
+                  std::move(out));
+  if (!options.alignment) {
+    for (Translation& t : out) {
+      for (TranslatedHypothesis& h : t.hypotheses) h.alignment.clear();
     }
   }
   return out;

@@ -39,10 +39,12 @@ class Translator {
   // translated as one job, each text rebuilt with its own whitespace.
   absl::StatusOr<std::vector<Translation>> TranslateDocuments(const std::vector<std::string>& texts,
                                                               const TranslateOptions& options) const;
-  // Texts with inline tags (text/inline_tags.h): each is translated without its tags, and the
-  // tags are put back on the words that translate the words they marked (text/markup.h).
+  // Texts with inline tags (text/inline_tags.h): each is translated without its tags (whole,
+  // or cut into sentences as TranslateDocuments does), and the tags are put back on the words
+  // that translate the words they marked (engine/tagged_documents.h).
   absl::StatusOr<std::vector<Translation>> TranslateTagged(const std::vector<std::string>& texts,
-                                                           const TranslateOptions& options) const;
+                                                           const TranslateOptions& options,
+                                                           bool split_sentences = false) const;
   // The same from source ids (each ending with </s>); no text in the results, and no glossary
   // (INVALID_ARGUMENT: its terms are found in texts).
   absl::StatusOr<std::vector<std::vector<Hypothesis>>> TranslateIds(

@@ -1,10 +1,12 @@
 #include "text/inline_tags.h"
 
 #include <cctype>
+#include <cstdint>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 
 namespace glossa {
 namespace {
@@ -23,6 +25,55 @@ std::string TagName(absl::string_view tag) {
 
 bool IsVoid(const std::string& name) {
   return name == "br" || name == "img" || name == "hr" || name == "wbr";
+}
+
+// The character an entity at text[i] ('&') stands for, and its length; {"", 0} for none.
+std::pair<std::string, size_t> Entity(absl::string_view text, size_t i) {
+  static constexpr std::pair<absl::string_view, absl::string_view> kNamed[] = {
+      {"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}, {"&quot;", "\""}, {"&apos;", "'"}};
+  for (const auto& [name, value] : kNamed) {
+    if (text.substr(i, name.size()) == name) return {std::string(value), name.size()};
+  }
+  const size_t semi = text.find(';', i);
+  if (semi == absl::string_view::npos || semi - i > 10 || text.substr(i, 2) != "&#") return {"", 0};
+  const bool hex = i + 2 < text.size() && (text[i + 2] == 'x' || text[i + 2] == 'X');
+  uint32_t code = 0;
+  const absl::string_view digits = text.substr(i + (hex ? 3 : 2), semi - i - (hex ? 3 : 2));
+  if (digits.empty() || !(hex ? absl::SimpleHexAtoi(digits, &code) : absl::SimpleAtoi(digits, &code)) ||
+      code == 0 || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+    return {"", 0};
+  }
+  std::string utf8;
+  if (code < 0x80) {
+    utf8 += static_cast<char>(code);
+  } else if (code < 0x800) {
+    utf8 += static_cast<char>(0xC0 | (code >> 6));
+    utf8 += static_cast<char>(0x80 | (code & 0x3F));
+  } else if (code < 0x10000) {
+    utf8 += static_cast<char>(0xE0 | (code >> 12));
+    utf8 += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    utf8 += static_cast<char>(0x80 | (code & 0x3F));
+  } else {
+    utf8 += static_cast<char>(0xF0 | (code >> 18));
+    utf8 += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+    utf8 += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    utf8 += static_cast<char>(0x80 | (code & 0x3F));
+  }
+  return {utf8, semi + 1 - i};
+}
+
+void AppendEscaped(absl::string_view text, std::string* out) {
+  for (char c : text) {
+    if (c == '&') {
+      *out += "&amp;";
+    } else if (c == '<') {
+      *out += "&lt;";
+    } else if (c == '>') {
+      *out += "&gt;";
+    } else {
+      *out += c;
+    }
+  }
 }
 
 struct Open {
@@ -47,7 +98,14 @@ TaggedText ParseInlineTags(absl::string_view line) {
     const bool is_tag = line[i] == '<' && i + 1 < line.size() && close != absl::string_view::npos &&
                         (std::isalpha(static_cast<unsigned char>(line[i + 1])) || line[i + 1] == '/');
     if (!is_tag) {
-      out.text += line[i++];
+      const auto [decoded, length] =
+          line[i] == '&' ? Entity(line, i) : std::make_pair(std::string(), size_t{0});
+      if (length > 0) {
+        out.text += decoded;
+        i += length;
+      } else {
+        out.text += line[i++];
+      }
       continue;
     }
     const absl::string_view tag = line.substr(i, close + 1 - i);
@@ -78,11 +136,11 @@ std::string WriteInlineTags(absl::string_view target, const TaggedText& tags,
   std::string out;
   size_t pos = 0;
   for (const MarkupEvent& e : MarkupEvents(placed, target.size())) {
-    absl::StrAppend(&out, target.substr(pos, e.at - pos));
+    AppendEscaped(target.substr(pos, e.at - pos), &out);
     pos = e.at;
     out += e.start ? tags.starts[e.span] : tags.ends[e.span];
   }
-  absl::StrAppend(&out, target.substr(pos));
+  AppendEscaped(target.substr(pos), &out);
   return out;
 }
 

@@ -1,7 +1,9 @@
-// Inline tags in a line of text ("Hola <b>mundo</b>.<br/>"), for glossa-translate's
-// --inline_tags: the text without its tags, each element as a span of it, and the line rebuilt
-// with the tags placed on a translation (text/markup.h). A tag is '<', a letter or '/', and
-// everything up to the next '>'; the text between tags is kept as it is (no entity decoding).
+// Text with inline tags ("Hola <b>mundo</b> &amp; más.<br/>"), for TranslateRequest.inline_tags
+// and glossa-translate's --inline_tags: the text without its tags, each element as a span of it,
+// and the text rebuilt with the tags placed on a translation (text/markup.h). A tag is '<', a
+// letter or '/', and everything up to the next '>'. Between tags, XML's five entities (&lt; &gt;
+// &amp; &quot; &apos;) and numeric references (&#233; &#xE9;) are decoded; any other '&' is
+// text. The rebuilt text escapes & < > in the translation.
 // An element closed later in the line is a span; a self-closing tag, a void element (br, img,
 // hr, wbr), a closing tag without its start and a start tag never closed are points: nothing
 // is lost, and the output is well-formed whenever the input was.

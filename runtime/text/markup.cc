@@ -251,12 +251,29 @@ AlignedTranslation AlignWords(const Tokenizer& tokenizer, absl::string_view sour
   return t;
 }
 
-std::vector<std::optional<TextSpan>> PlaceSpans(const AlignedTranslation& translation,
-                                                const std::vector<TextSpan>& spans) {
-  std::vector<std::optional<TextSpan>> placed(spans.size());
+std::vector<std::optional<TextSpan>> PlaceEach(const AlignedTranslation& translation,
+                                               const std::vector<TextSpan>& spans) {
+  std::vector<std::optional<TextSpan>> places(spans.size());
   const Placer placer(translation);
-  if (!placer.usable()) return placed;
+  if (!placer.usable()) return places;
   for (size_t i = 0; i < spans.size(); ++i) {
+    const TextSpan& s = spans[i];
+    if (IsPoint(s)) {
+      const size_t p = placer.TargetPoint(placer.SourceWordAtOrAfter(s.begin));
+      places[i] = TextSpan{p, p};
+      continue;
+    }
+    const auto [first, last] = placer.SourceWords(s);
+    if (first <= last) places[i] = placer.TargetOf(first, last);
+    if (places[i]) places[i] = TrimPunctuation(translation.source, s, translation.target, *places[i]);
+  }
+  return places;
+}
+
+std::vector<std::optional<TextSpan>> KeepNested(const std::vector<TextSpan>& spans,
+                                                std::vector<std::optional<TextSpan>> places) {
+  std::vector<std::optional<TextSpan>> placed(spans.size());
+  for (size_t i = 0; i < spans.size() && i < places.size(); ++i) {
     const TextSpan& s = spans[i];
     // The nearest earlier span that contains this one in the source: its container.
     int parent = -1;
@@ -264,16 +281,11 @@ std::vector<std::optional<TextSpan>> PlaceSpans(const AlignedTranslation& transl
       if (!IsPoint(spans[j]) && Contains(spans[j], s)) parent = j;
     }
     const std::optional<TextSpan> within = parent >= 0 ? placed[parent] : std::nullopt;
-    std::optional<TextSpan> at;
-    if (IsPoint(s)) {
-      size_t p = placer.TargetPoint(placer.SourceWordAtOrAfter(s.begin));
-      if (within) p = std::clamp(p, within->begin, within->end);
-      at = TextSpan{p, p};
-    } else {
-      const auto [first, last] = placer.SourceWords(s);
-      if (first <= last) at = placer.TargetOf(first, last);
-      if (at) at = TrimPunctuation(translation.source, s, translation.target, *at);
-      if (at && within) {
+    std::optional<TextSpan> at = places[i];
+    if (at && IsPoint(s)) {
+      if (within) at->begin = at->end = std::clamp(at->begin, within->begin, within->end);
+    } else if (at) {
+      if (within) {
         at->begin = std::max(at->begin, within->begin);
         at->end = std::min(at->end, within->end);
         if (at->begin >= at->end) at.reset();
@@ -285,6 +297,11 @@ std::vector<std::optional<TextSpan>> PlaceSpans(const AlignedTranslation& transl
     placed[i] = at;
   }
   return placed;
+}
+
+std::vector<std::optional<TextSpan>> PlaceSpans(const AlignedTranslation& translation,
+                                                const std::vector<TextSpan>& spans) {
+  return KeepNested(spans, PlaceEach(translation, spans));
 }
 
 std::vector<MarkupEvent> MarkupEvents(const std::vector<std::optional<TextSpan>>& placed,

@@ -60,6 +60,15 @@ AlignedTranslation AlignWords(const Tokenizer& tokenizer, absl::string_view sour
 std::vector<std::optional<TextSpan>> PlaceSpans(const AlignedTranslation& translation,
                                                 const std::vector<TextSpan>& spans);
 
+// PlaceSpans in two steps: each span's place on its own (points always placed where the
+// alignment is usable), then the rule that keeps them nested (a span inside its container's
+// place, none crossing one placed before it). A caller that places the parts of a document
+// apart (text per sentence) runs KeepNested on the places it put together.
+std::vector<std::optional<TextSpan>> PlaceEach(const AlignedTranslation& translation,
+                                               const std::vector<TextSpan>& spans);
+std::vector<std::optional<TextSpan>> KeepNested(const std::vector<TextSpan>& spans,
+                                                std::vector<std::optional<TextSpan>> places);
+
 // Where the caller writes each span's start and end in a text of `length` bytes: events in
 // writing order (at equal offsets, ends before starts; the outer span's start first and its end
 // last). Unplaced spans start before everything and end after everything, outermost first.

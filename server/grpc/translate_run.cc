@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "engine/document.h"
+#include "engine/tagged_documents.h"
 #include "util/status_macros.h"
 
 namespace glossa::server {
@@ -34,6 +35,8 @@ absl::Status Prepare(const RunContext& context, const v1::TranslateRequest& requ
   part->p = std::make_shared<PreparedRequest>(std::move(p));
   if (part->p->documents != nullptr) {
     part->texts = part->p->documents->sentences;
+  } else if (!part->p->tagged.empty()) {
+    for (const TaggedText& t : part->p->tagged) part->texts.push_back(t.text);
   } else {
     part->texts.assign(request.texts().begin(), request.texts().end());
   }
@@ -53,7 +56,17 @@ std::vector<Translation> Finished(ResultCache* cache, TranslateRun::Part* part,
   part->result.output_tokens += r.output_tokens;
   part->result.untranslated += r.untranslated;
   part->result.truncated += r.truncated;
-  if (p.documents != nullptr) translations = JoinDocuments(*p.documents, translations);
+  if (!p.tagged.empty()) {
+    translations = WriteTags(*p.model->model, p.source_token, p.tagged, p.documents.get(),
+                             std::move(translations));
+  } else if (p.documents != nullptr) {
+    translations = JoinDocuments(*p.documents, translations);
+  }
+  if (!p.return_alignment) {
+    for (Translation& t : translations) {
+      for (TranslatedHypothesis& h : t.hypotheses) h.alignment.clear();
+    }
+  }
   return translations;
 }
 

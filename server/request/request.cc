@@ -209,6 +209,15 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
     }
   }
   GLOSSA_ASSIGN_OR_RETURN(TranslateOptions options, ToOptions(request.options()));
+  p.return_alignment = options.alignment;
+  if (request.inline_tags()) {
+    if (stream) {
+      return absl::InvalidArgumentError(
+          "TranslateStream does not take inline_tags: use Translate, which places the tags once "
+          "the translation is whole");
+    }
+    options.alignment = true;  // the tags are placed by the alignment
+  }
   GLOSSA_RETURN_IF_ERROR(CheckLanguageField("source_language", request.source_language()));
   GLOSSA_RETURN_IF_ERROR(CheckLanguageField("target_language", request.target_language()));
   options.source_language = request.source_language();
@@ -235,6 +244,12 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
                           ResolveLanguages(model.info(), model.tokenizer(), options.source_language,
                                            options.target_language));
   std::vector<std::string> texts(request.texts().begin(), request.texts().end());
+  if (request.inline_tags()) {
+    for (std::string& text : texts) {
+      p.tagged.push_back(ParseInlineTags(text));
+      text = p.tagged.back().text;
+    }
+  }
   if (request.split_sentences()) {
     if (stream) {
       return absl::InvalidArgumentError(

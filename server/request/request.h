@@ -12,6 +12,7 @@
 #include "glossa/v1/translator.pb.h"
 #include "server/glossaries/glossary_store.h"
 #include "server/models/model_registry.h"
+#include "text/inline_tags.h"
 
 namespace glossa::server {
 
@@ -36,6 +37,9 @@ struct PreparedRequest {
   // False for sampling without a seed (the engine draws one): nothing to cache.
   bool deterministic = true;
   int source_token = -1;  // the source language token of multilingual models (-1: none)
+  // With inline_tags: each text's tags (and its text without them, what is translated).
+  std::vector<TaggedText> tagged;
+  bool return_alignment = false;  // Hypothesis.alignment wanted (inline tags force it on)
   // Empty, or per source of `sources`: the constraints of the glossary terms in its text.
   std::vector<std::vector<Constraint>> constraints;
 };

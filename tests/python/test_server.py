@@ -23,6 +23,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import ctypes
+import html
 import importlib
 import os
 import queue
@@ -484,6 +485,32 @@ class DecodingControlsTest(ServerTestCase):
                                 list(h.alignment))
         h = self.translate([SHORT], beam_size=1).translations[0].hypotheses[0]
         self.assertEqual(len(h.alignment), 0)
+
+    def test_inline_tags_come_back_on_the_translation_whole_or_by_sentence(self):
+        tagged = ("Y Jesús dijo a <b>sus discípulos</b>: <i>Venid</i> conmigo.<br/> "
+                  "<a href=\"#x\">Sea la luz.</a> Y fue la luz &amp; más.")
+        tags = re.compile(r"<[^>]*>")
+        for split in (False, True):
+            request = pb.TranslateRequest(model=MODEL_NAME, texts=[tagged], inline_tags=True,
+                                          split_sentences=split,
+                                          options=pb.DecodingOptions(beam_size=1))
+            h = self.translator.Translate(request, timeout=RPC_TIMEOUT_S).translations[0] \
+                .hypotheses[0]
+            self.assertEqual(sorted(tags.findall(h.text)), sorted(tags.findall(tagged)), h.text)
+            self.assertLess(h.text.index("<b>"), h.text.index("</b>"), h.text)
+            self.assertEqual(len(h.alignment), 0)  # only when asked
+            plain = pb.TranslateRequest(model=MODEL_NAME, texts=[html.unescape(
+                tags.sub("", tagged))], split_sentences=split,
+                options=pb.DecodingOptions(beam_size=1))
+            untagged = self.translator.Translate(plain, timeout=RPC_TIMEOUT_S)
+            self.assertEqual(html.unescape(tags.sub("", h.text)),
+                             untagged.translations[0].hypotheses[0].text)
+
+    def test_inline_tags_not_in_stream(self):
+        request = pb.TranslateRequest(model=MODEL_NAME, texts=["<b>Hola</b>"], inline_tags=True)
+        self.assertRpcError(
+            lambda: list(self.translator.TranslateStream(request, timeout=RPC_TIMEOUT_S)),
+            grpc.StatusCode.INVALID_ARGUMENT, "inline_tags")
 
     def test_greedy_token_scores_sum_to_the_score(self):
         h = self.translate([LONG], beam_size=1, return_scores=True,

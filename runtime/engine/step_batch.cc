@@ -59,21 +59,29 @@ absl::Status StepBatch::GatherRows() {
 
 void StepBatch::PrepareAttention() {
   const int64_t layers = model_.config().decoder_layers;
-  std::vector<int64_t> offsets;
+  // Sized first, pointed at after: a resize would move the buffer. Nothing is allocated for
+  // steps without alignment, nor once the buffers have grown.
   int64_t total = 0;
   size_t r = 0;
   for (const auto& g : groups_) {
     if (g->paused) continue;
     const bool wanted = g->search.wants_alignment();
     for (int b = 0; b < g->search.active_beams(); ++b, ++r) {
-      offsets.push_back(wanted ? total : -1);
       if (wanted) total += layers * rows_[r].source_batch->lengths[rows_[r].source];
     }
   }
   if (total == 0) return;
   if (static_cast<int64_t>(attention_.size()) < total) attention_.resize(total);
-  for (size_t i = 0; i < rows_.size(); ++i) {
-    if (offsets[i] >= 0) rows_[i].cross_attention = attention_.data() + offsets[i];
+  int64_t offset = 0;
+  r = 0;
+  for (const auto& g : groups_) {
+    if (g->paused) continue;
+    const bool wanted = g->search.wants_alignment();
+    for (int b = 0; b < g->search.active_beams(); ++b, ++r) {
+      if (!wanted) continue;
+      rows_[r].cross_attention = attention_.data() + offset;
+      offset += layers * rows_[r].source_batch->lengths[rows_[r].source];
+    }
   }
 }
 

@@ -30,6 +30,12 @@ struct Piece {
   const TranslatedHypothesis* hypothesis = nullptr;  // null: no translation (none joined)
 };
 
+// Whether span `s` of the text has a part in piece `p` (a point: at it or inside it).
+bool Touches(const TextSpan& s, const Piece& p) {
+  return IsPoint(s) ? (p.source_begin <= s.begin && s.begin <= p.source_end)
+                    : (s.begin < p.source_end && p.source_begin < s.end);
+}
+
 // The place of `s` (a span of the text) in the joined text, from the pieces it touches; `own`
 // is each piece's PlaceEach of its part of each span.
 std::optional<TextSpan> Combine(const TextSpan& s, const std::vector<Piece>& pieces,
@@ -49,9 +55,7 @@ std::optional<TextSpan> Combine(const TextSpan& s, const std::vector<Piece>& pie
   int touched = 0;
   for (size_t j = 0; j < pieces.size(); ++j) {
     const Piece& p = pieces[j];
-    const bool touches = IsPoint(s) ? (p.source_begin <= s.begin && s.begin <= p.source_end)
-                                    : (s.begin < p.source_end && p.source_begin < s.end);
-    if (!touches) continue;
+    if (!Touches(s, p)) continue;
     ++touched;
     const std::optional<TextSpan>& mine = own[j][span];
     if (!begin) begin = mine ? mine->begin : p.target_begin;
@@ -69,29 +73,37 @@ std::optional<TextSpan> Combine(const TextSpan& s, const std::vector<Piece>& pie
   return TextSpan{*begin, *end};
 }
 
-// Each sentence's PlaceEach of its part of every span (shifted into the joined text); a part
-// that covers the sentence whole is the sentence's whole translation.
+// Each sentence's PlaceEach of its part of each span that Touches it (shifted into the joined
+// text; others nullopt); a part that covers the sentence whole is the sentence's whole
+// translation. Only the spans that touch a sentence are placed in it: a long document with many
+// tags costs each sentence its own.
 Places PlaceInPiece(const Model& model, int language_token, const std::string& sentence,
                     const Piece& p, const std::vector<TextSpan>& spans) {
-  if (p.hypothesis == nullptr) return Places(spans.size());
-  std::vector<TextSpan> parts(spans.size());
+  Places out(spans.size());
+  if (p.hypothesis == nullptr) return out;
+  std::vector<TextSpan> parts;
+  std::vector<size_t> which;
   for (size_t i = 0; i < spans.size(); ++i) {
     const TextSpan& s = spans[i];
+    if (!Touches(s, p)) continue;
     const size_t b = std::clamp(s.begin, p.source_begin, p.source_end) - p.source_begin;
     const size_t e = std::clamp(s.end, p.source_begin, p.source_end) - p.source_begin;
-    parts[i] = {b, e};
+    parts.push_back({b, e});
+    which.push_back(i);
   }
+  if (parts.empty()) return out;
   const TranslatedHypothesis& h = *p.hypothesis;
-  Places own = PlaceEach(AlignWords(model.tokenizer(), sentence, language_token, h.text,
-                                    h.token_ids, h.alignment, h.attention),
-                         parts);
-  for (size_t i = 0; i < spans.size(); ++i) {
-    if (!IsPoint(parts[i]) && parts[i].begin == 0 && parts[i].end == sentence.size()) {
-      own[i] = TextSpan{0, h.text.size()};
+  const Places own = PlaceEach(AlignWords(model.tokenizer(), sentence, language_token, h.text,
+                                          h.token_ids, h.alignment, h.attention),
+                               parts);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    std::optional<TextSpan> at = own[k];
+    if (!IsPoint(parts[k]) && parts[k].begin == 0 && parts[k].end == sentence.size()) {
+      at = TextSpan{0, h.text.size()};
     }
-    if (own[i]) own[i] = TextSpan{own[i]->begin + p.target_begin, own[i]->end + p.target_begin};
+    if (at) out[which[k]] = TextSpan{at->begin + p.target_begin, at->end + p.target_begin};
   }
-  return own;
+  return out;
 }
 
 // Hypothesis k of one document: the sentences' hypotheses k joined, with the tags written.

@@ -106,8 +106,14 @@ absl::StatusOr<std::vector<Translation>> Translator::TranslateTagged(
                                            options.source_language, options.target_language));
   std::vector<TaggedText> tagged;
   std::vector<std::string> plain;
-  for (const std::string& text : texts) {
-    tagged.push_back(ParseInlineTags(text));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    tagged.push_back(ParseInlineTags(texts[i]));
+    if (tagged.back().spans.size() > kMaxInlineTags) {
+      return absl::InvalidArgumentError(absl::StrCat("text ", i, " has ",
+                                                     tagged.back().spans.size(),
+                                                     " inline tags; the limit is ",
+                                                     kMaxInlineTags, ": send it in parts"));
+    }
     plain.push_back(tagged.back().text);
   }
   TranslateOptions aligned = options;

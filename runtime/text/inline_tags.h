@@ -27,6 +27,10 @@ struct TaggedText {
 
 TaggedText ParseInlineTags(absl::string_view line);
 
+// The most elements a text may carry: placing them takes time in their number squared (nesting)
+// and times the tokens of the sentence (alignment).
+constexpr size_t kMaxInlineTags = 512;
+
 // `target` with each span's tags written where PlaceSpans put them (unplaced: around it all).
 std::string WriteInlineTags(absl::string_view target, const TaggedText& tags,
                             const std::vector<std::optional<TextSpan>>& placed);

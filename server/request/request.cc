@@ -245,9 +245,14 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
                                            options.target_language));
   std::vector<std::string> texts(request.texts().begin(), request.texts().end());
   if (request.inline_tags()) {
-    for (std::string& text : texts) {
-      p.tagged.push_back(ParseInlineTags(text));
-      text = p.tagged.back().text;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      p.tagged.push_back(ParseInlineTags(texts[i]));
+      if (p.tagged.back().spans.size() > kMaxInlineTags) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("text ", i, " has ", p.tagged.back().spans.size(),
+                         " inline tags; the limit is ", kMaxInlineTags, ": send it in parts"));
+      }
+      texts[i] = p.tagged.back().text;
     }
   }
   if (request.split_sentences()) {

@@ -506,6 +506,12 @@ class DecodingControlsTest(ServerTestCase):
             self.assertEqual(html.unescape(tags.sub("", h.text)),
                              untagged.translations[0].hypotheses[0].text)
 
+    def test_too_many_inline_tags_are_refused(self):
+        request = pb.TranslateRequest(model=MODEL_NAME, texts=["<b>a</b> " * 513],
+                                      inline_tags=True)
+        self.assertRpcError(lambda: self.translator.Translate(request, timeout=RPC_TIMEOUT_S),
+                            grpc.StatusCode.INVALID_ARGUMENT, "513 inline tags", "512")
+
     def test_inline_tags_not_in_stream(self):
         request = pb.TranslateRequest(model=MODEL_NAME, texts=["<b>Hola</b>"], inline_tags=True)
         self.assertRpcError(

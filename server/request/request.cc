@@ -184,6 +184,29 @@ bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* 
   return true;
 }
 
+namespace {
+
+// inline_tags: each text's tags into p->tagged, the text without them in their place.
+absl::Status TakeInlineTags(bool stream, std::vector<std::string>* texts, PreparedRequest* p) {
+  if (stream) {
+    return absl::InvalidArgumentError(
+        "TranslateStream does not take inline_tags: use Translate, which places the tags once the "
+        "translation is whole");
+  }
+  for (size_t i = 0; i < texts->size(); ++i) {
+    p->tagged.push_back(ParseInlineTags((*texts)[i]));
+    if (p->tagged.back().spans.size() > kMaxInlineTags) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("text ", i, " has ", p->tagged.back().spans.size(),
+                       " inline tags; the limit is ", kMaxInlineTags, ": send it in parts"));
+    }
+    (*texts)[i] = p->tagged.back().text;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& request,
                                                const ModelRegistry& registry,
                                                const RequestLimits& limits, bool stream,
@@ -210,14 +233,7 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
   }
   GLOSSA_ASSIGN_OR_RETURN(TranslateOptions options, ToOptions(request.options()));
   p.return_alignment = options.alignment;
-  if (request.inline_tags()) {
-    if (stream) {
-      return absl::InvalidArgumentError(
-          "TranslateStream does not take inline_tags: use Translate, which places the tags once "
-          "the translation is whole");
-    }
-    options.alignment = true;  // the tags are placed by the alignment
-  }
+  options.alignment = options.alignment || request.inline_tags();  // tags are placed by it
   GLOSSA_RETURN_IF_ERROR(CheckLanguageField("source_language", request.source_language()));
   GLOSSA_RETURN_IF_ERROR(CheckLanguageField("target_language", request.target_language()));
   options.source_language = request.source_language();
@@ -244,17 +260,7 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& reque
                           ResolveLanguages(model.info(), model.tokenizer(), options.source_language,
                                            options.target_language));
   std::vector<std::string> texts(request.texts().begin(), request.texts().end());
-  if (request.inline_tags()) {
-    for (size_t i = 0; i < texts.size(); ++i) {
-      p.tagged.push_back(ParseInlineTags(texts[i]));
-      if (p.tagged.back().spans.size() > kMaxInlineTags) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("text ", i, " has ", p.tagged.back().spans.size(),
-                         " inline tags; the limit is ", kMaxInlineTags, ": send it in parts"));
-      }
-      texts[i] = p.tagged.back().text;
-    }
-  }
+  if (request.inline_tags()) GLOSSA_RETURN_IF_ERROR(TakeInlineTags(stream, &texts, &p));
   if (request.split_sentences()) {
     if (stream) {
       return absl::InvalidArgumentError(

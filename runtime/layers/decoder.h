@@ -63,7 +63,7 @@ struct LogitsSummary {
 
 // The decoder layer whose cross-attention, averaged over its heads, aligns each produced token
 // to a source position (DecoderRow::cross_attention; Hypothesis::alignment): the second to last
-// (the only one with a single layer). See README.md, "Alignment", for how it was chosen.
+// (the only one with a single layer). docs/alignment.md says how it was chosen.
 int AlignmentLayer(const ModelConfig& config);
 
 class Decoder {

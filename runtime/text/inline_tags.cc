@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "unicode/utf8.h"
 
 namespace glossa {
 namespace {
@@ -43,37 +44,10 @@ std::pair<std::string, size_t> Entity(absl::string_view text, size_t i) {
       code == 0 || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
     return {"", 0};
   }
-  std::string utf8;
-  if (code < 0x80) {
-    utf8 += static_cast<char>(code);
-  } else if (code < 0x800) {
-    utf8 += static_cast<char>(0xC0 | (code >> 6));
-    utf8 += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    utf8 += static_cast<char>(0xE0 | (code >> 12));
-    utf8 += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    utf8 += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    utf8 += static_cast<char>(0xF0 | (code >> 18));
-    utf8 += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    utf8 += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    utf8 += static_cast<char>(0x80 | (code & 0x3F));
-  }
-  return {utf8, semi + 1 - i};
-}
-
-void AppendEscaped(absl::string_view text, std::string* out) {
-  for (char c : text) {
-    if (c == '&') {
-      *out += "&amp;";
-    } else if (c == '<') {
-      *out += "&lt;";
-    } else if (c == '>') {
-      *out += "&gt;";
-    } else {
-      *out += c;
-    }
-  }
+  char utf8[U8_MAX_LENGTH];
+  int32_t length = 0;
+  U8_APPEND_UNSAFE(utf8, length, static_cast<UChar32>(code));
+  return {std::string(utf8, length), semi + 1 - i};
 }
 
 struct Open {
@@ -82,6 +56,23 @@ struct Open {
 };
 
 }  // namespace
+
+std::string EscapeXmlText(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '&') {
+      out += "&amp;";
+    } else if (c == '<') {
+      out += "&lt;";
+    } else if (c == '>') {
+      out += "&gt;";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 TaggedText ParseInlineTags(absl::string_view line) {
   TaggedText out;
@@ -136,11 +127,11 @@ std::string WriteInlineTags(absl::string_view target, const TaggedText& tags,
   std::string out;
   size_t pos = 0;
   for (const MarkupEvent& e : MarkupEvents(placed, target.size())) {
-    AppendEscaped(target.substr(pos, e.at - pos), &out);
+    out += EscapeXmlText(target.substr(pos, e.at - pos));
     pos = e.at;
     out += e.start ? tags.starts[e.span] : tags.ends[e.span];
   }
-  AppendEscaped(target.substr(pos), &out);
+  out += EscapeXmlText(target.substr(pos));
   return out;
 }
 

@@ -27,6 +27,9 @@ struct TaggedText {
 
 TaggedText ParseInlineTags(absl::string_view line);
 
+// `text` with & < > written as &amp; &lt; &gt; (what XML and HTML text need).
+std::string EscapeXmlText(absl::string_view text);
+
 // The most elements a text may carry: placing them takes time in their number squared (nesting)
 // and times the tokens of the sentence (alignment).
 constexpr size_t kMaxInlineTags = 512;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "text/inline_tags.h"
 #include "text/tokenizer.h"
 
 namespace glossa::server {
@@ -56,27 +57,6 @@ void CollectText(const GumboNode* root, size_t html_size, HtmlText* out) {
       stack.push_back(static_cast<const GumboNode*>(children.data[i - 1]));
     }
   }
-}
-
-std::string EscapeHtmlText(absl::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 // Runs fn on a thread with a stack of `bytes`, and waits for it. False if no thread started.
@@ -129,7 +109,7 @@ std::string ReplaceHtmlText(absl::string_view html, const HtmlText& text,
   size_t pos = 0;
   for (size_t i = 0; i < text.spans.size() && i < translations.size(); ++i) {
     const auto [begin, end] = text.spans[i];
-    absl::StrAppend(&out, html.substr(pos, begin - pos), EscapeHtmlText(translations[i]));
+    absl::StrAppend(&out, html.substr(pos, begin - pos), EscapeXmlText(translations[i]));
     pos = end;
   }
   absl::StrAppend(&out, html.substr(pos));

@@ -29,7 +29,8 @@ FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libgrpc++1.51 libgrpc29 libprotobuf32 libdnnl2 \
       libabsl20220623 libgomp1 ocl-icd-libopencl1 zlib1g libprometheus-cpp-core1.0 \
-      libprometheus-cpp-pull1.0 libcivetweb1 libicu72 libgumbo1 libcld2-0 libisal2 python3 python3-numpy \
+      libprometheus-cpp-pull1.0 libcivetweb1 libicu72 libgumbo1 libcld2-0 libisal2 libzip4 libpugixml1v5 \
+      python3 python3-numpy \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 glossa \
  && useradd --system --uid 10001 --gid 10001 --home-dir /opt/glossa --no-create-home glossa \

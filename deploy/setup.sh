@@ -7,13 +7,14 @@ set -euo pipefail
 # libcivetweb-dev: the HTTP API's server (prometheus-cpp already links civetweb for /metrics);
 # libicu-dev: sentence breaks for split_sentences (documents); libgumbo-dev: format=html;
 # libcld2-dev: language identification (LibreTranslate's /detect and source "auto");
-# libisal-dev: the model file's checksums at load (ISA-L's crc32, ~4x zlib's).
+# libisal-dev: the model file's checksums at load (ISA-L's crc32, ~4x zlib's);
+# libzip-dev, libpugixml-dev: office documents and e-books (zip archives of XML) for /translate_file.
 BUILD_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates dpkg-dev
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libabsl-dev prometheus-cpp-dev
   nlohmann-json3-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libcivetweb-dev libicu-dev libgumbo-dev libcld2-dev libisal-dev
+  libcivetweb-dev libicu-dev libgumbo-dev libcld2-dev libisal-dev libzip-dev libpugixml-dev
   python3 python3-numpy python3-torch
 )
 # podman and friends: the container test builds the top-level Dockerfile and runs the image
@@ -22,10 +23,13 @@ BUILD_PACKAGES=(
 # libomp-14-dev only for clang's omp.h (that build links GCC's libgomp, as oneDNN does).
 # chromium and python3-websocket: the web page test drives headless Chromium over DevTools.
 # python3-sentencepiece: the CTranslate2 side of tests/bench/peer_compare.py tokenizes with it.
+# python3-docx, python3-openpyxl, python3-ebooklib: independent writers and readers of the office
+# documents and e-books the file API test translates.
 TEST_PACKAGES=(python3-grpcio python3-protobuf python3-yaml prometheus
                podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs
                clang-14 libclang-rt-14-dev libomp-14-dev
-               chromium python3-websocket python3-sentencepiece)
+               chromium python3-websocket python3-sentencepiece
+               python3-docx python3-openpyxl python3-ebooklib)
 
 SPM_PREFIX=${GLOSSA_SPM_PREFIX:-/opt/glossa/sentencepiece}
 SPM_VERSION=0.1.97

@@ -1,5 +1,6 @@
 #include "server/documents/document.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/documents/markdown.h"
+#include "server/documents/office.h"
 #include "server/documents/segments.h"
 #include "server/documents/subtitles.h"
 #include "server/text/html_text.h"
@@ -53,10 +55,12 @@ class HtmlDocument : public Document {
   static absl::StatusOr<std::unique_ptr<Document>> Read(std::string source,
                                                         const DocumentLimits& limits);
   absl::StatusOr<std::string> Write(const std::vector<std::string>& translations) const override;
+  bool inline_tags() const override { return true; }
 
  private:
   std::string source_;
   std::vector<std::pair<size_t, size_t>> spans_;
+  std::vector<std::vector<Markup>> markup_;
 };
 
 bool IsHtmlBlank(char c) { return IsBlank(c) || c == '\n'; }
@@ -68,7 +72,7 @@ absl::StatusOr<std::unique_ptr<Document>> HtmlDocument::Read(std::string source,
   auto document = std::make_unique<HtmlDocument>();
   for (size_t i = 0; i < html->texts.size(); ++i) {
     absl::string_view text = html->texts[i];
-    if (!HasLetter(text)) continue;
+    if (!HasLetter(PlainText(text))) continue;
     auto [begin, end] = html->spans[i];
     // The blanks at both ends, out of the text and out of the source (the parser reads "\r\n"
     // as "\n", so they need not be the same bytes).
@@ -82,6 +86,7 @@ absl::StatusOr<std::unique_ptr<Document>> HtmlDocument::Read(std::string source,
     }
     document->texts_.emplace_back(text);
     document->spans_.emplace_back(begin, end);
+    document->markup_.push_back(std::move(html->markup[i]));
   }
   document->source_ = std::move(source);
   return document;
@@ -99,6 +104,7 @@ absl::StatusOr<std::string> HtmlDocument::Write(
   for (size_t i = 0; i < texts_.size(); ++i) {
     if (translations[i] == texts_[i]) continue;
     changed.spans.push_back(spans_[i]);
+    changed.markup.push_back(markup_[i]);
     changed_translations.push_back(translations[i]);
   }
   return ReplaceHtmlText(source_, changed, changed_translations);
@@ -136,6 +142,7 @@ absl::StatusOr<std::unique_ptr<Document>> ReadSegmented(Format format, std::stri
 std::vector<std::string> SupportedDocumentFormats() {
   std::vector<std::string> out;
   for (const FormatName& f : kFormats) out.push_back(f.extension);
+  for (const std::string& extension : OfficeFormats()) out.push_back(extension);
   return out;
 }
 
@@ -151,7 +158,9 @@ absl::StatusOr<std::unique_ptr<Document>> ReadDocument(absl::string_view file_na
   for (const FormatName& f : kFormats) {
     if (extension == f.extension) format = &f;
   }
-  if (format == nullptr) {
+  const std::vector<std::string>& office = OfficeFormats();
+  const bool is_office = std::find(office.begin(), office.end(), extension) != office.end();
+  if (format == nullptr && !is_office) {
     return absl::InvalidArgumentError(
         absl::StrCat("unsupported file format ", extension.empty() ? "(no extension)" : extension,
                      " in \"", file_name, "\"; supported formats: ", FormatList()));
@@ -161,6 +170,7 @@ absl::StatusOr<std::unique_ptr<Document>> ReadDocument(absl::string_view file_na
                                                    " bytes, more than the limit of ",
                                                    limits.max_bytes, ": send it in parts"));
   }
+  if (is_office) return ReadOfficeDocument(extension, std::move(bytes), limits);
   if (!IsValidUtf8(bytes)) {
     // Subtitles and text from Windows programs are often UTF-16, which starts with its BOM.
     const bool utf16 = absl::StartsWith(bytes, "\xFF\xFE") || absl::StartsWith(bytes, "\xFE\xFF");

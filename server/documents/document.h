@@ -9,12 +9,12 @@
 //   .txt              each line, its blanks at both ends kept outside (document.cc)
 //   .md, .markdown    paragraphs, headings, list items, table cells (markdown.h)
 //   .srt, .vtt        each cue's text, its lines joined (subtitles.h)
-//   .html, .htm       each text node (server/text/html_text.h)
+//   .html, .htm       each run of text and inline elements (server/text/html_text.h)
 //
-// A segment's text is plain text: inline markup (a link's destination, a code span, a tag) ends
-// the segment before it and is kept as it is (segments.h). Formats that are archives of XML
-// (docx, odt, epub) fit the same interface: each holds paragraphs of text in runs of inline
-// markup; a segment may then also carry the spans of its markup, beside its text.
+// In the text formats a segment's text is plain text: inline markup (a link's destination, a
+// code span) ends the segment before it and is kept as it is (segments.h). In HTML a segment
+// carries its inline markup as placeholders (inline_tags()), so that a sentence with a tag
+// inside is translated whole.
 #ifndef GLOSSA_SERVER_DOCUMENTS_DOCUMENT_H_
 #define GLOSSA_SERVER_DOCUMENTS_DOCUMENT_H_
 
@@ -40,6 +40,10 @@ class Document {
 
   // The segments to translate, in file order.
   const std::vector<std::string>& texts() const { return texts_; }
+
+  // Whether texts() carry inline markup as placeholders (server/text/placeholders.h), their
+  // text escaped: they are translated with TranslateRequest.inline_tags.
+  virtual bool inline_tags() const { return false; }
 
   // The file with translations[i] in place of texts()[i]. A translation equal to its segment's
   // text leaves the segment's bytes as they were, so Write(texts()) gives the file back byte for

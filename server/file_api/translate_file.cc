@@ -15,6 +15,7 @@
 #include "server/http_api/http_api.h"
 #include "server/request/routing.h"
 #include "server/text/language_detector.h"
+#include "server/text/placeholders.h"
 #include "util/status_macros.h"
 
 namespace glossa::server {
@@ -57,10 +58,11 @@ std::string LinkHost(const std::string& host) {
 }
 
 // The text "auto" detects from: the segments, one a line, up to kDetectBytes (whole segments,
-// so the text stays UTF-8).
-std::string DetectionText(const std::vector<std::string>& texts) {
+// so the text stays UTF-8), without their placeholders.
+std::string DetectionText(const std::vector<std::string>& segments, bool inline_tags) {
   std::string out;
-  for (const std::string& text : texts) {
+  for (const std::string& segment : segments) {
+    const std::string text = inline_tags ? PlainText(segment) : segment;
     if (!out.empty() && out.size() + text.size() > kDetectBytes) break;
     absl::StrAppend(&out, out.empty() ? "" : "\n", text);
   }
@@ -108,6 +110,16 @@ std::string ContentTypeFor(absl::string_view file_name) {
   if (ext == ".srt") return "application/x-subrip; charset=utf-8";
   if (ext == ".vtt") return "text/vtt; charset=utf-8";
   if (ext == ".html" || ext == ".htm") return "text/html; charset=utf-8";
+  static constexpr std::pair<absl::string_view, absl::string_view> kOffice[] = {
+      {".docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"},
+      {".pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation"},
+      {".xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
+      {".odt", "application/vnd.oasis.opendocument.text"},
+      {".odp", "application/vnd.oasis.opendocument.presentation"},
+      {".epub", "application/epub+zip"}};
+  for (const auto& [extension, type] : kOffice) {
+    if (ext == extension) return std::string(type);
+  }
   return "application/octet-stream";
 }
 
@@ -135,8 +147,8 @@ HttpResponse FileApi::Download(absl::string_view name) {
 }
 
 absl::StatusOr<std::vector<std::string>> FileApi::TranslateSegments(
-    const std::vector<std::string>& texts, const std::string& source, const std::string& target,
-    RpcRecord* record) const {
+    const std::vector<std::string>& texts, bool inline_tags, const std::string& source,
+    const std::string& target, RpcRecord* record) const {
   std::vector<std::string> out;
   out.reserve(texts.size());
   size_t next = 0;
@@ -152,6 +164,12 @@ absl::StatusOr<std::vector<std::string>> FileApi::TranslateSegments(
             bytes + static_cast<int64_t>(texts[next].size()) <= options_.batch_bytes)) {
       bytes += static_cast<int64_t>(texts[next].size());
       request.add_texts(texts[next++]);
+    }
+    // Placeholder texts hold tags or escaped characters only where they have markup.
+    for (const std::string& text : request.texts()) {
+      if (inline_tags && text.find_first_of("<&") != std::string::npos) {
+        request.set_inline_tags(true);
+      }
     }
     auto response = TranslateAndWait(*service_, request, options_.timeout, record);
     if (!response.ok()) {
@@ -203,12 +221,13 @@ HttpResponse FileApi::TranslateFile(const HttpRequest& http) {
             absl::StrCat(QuoteForMessage(r.target), " is not supported"));
       }
       GLOSSA_ASSIGN_OR_RETURN(const DetectedLanguage detected,
-                              DetectAmong(DetectionText(document->texts()), candidates));
+                              DetectAmong(DetectionText(document->texts(), document->inline_tags()), candidates));
       source = detected.language;
     }
     GLOSSA_RETURN_IF_ERROR(CheckLibrePair(*service_, source, r.target));
     GLOSSA_ASSIGN_OR_RETURN(const std::vector<std::string> translations,
-                            TranslateSegments(document->texts(), source, r.target, &record));
+                            TranslateSegments(document->texts(), document->inline_tags(),
+                                              source, r.target, &record));
     GLOSSA_ASSIGN_OR_RETURN(std::string written, document->Write(translations));
     auto name = store_.Put({TranslatedFileName(r.file->file_name, r.target), std::move(written)},
                            absl::Now());

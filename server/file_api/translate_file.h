@@ -50,8 +50,10 @@ class FileApi {
  private:
   HttpResponse TranslateFile(const HttpRequest& request);
   HttpResponse Download(absl::string_view name);
-  // The translations of `texts`, in order, from `source` into `target`.
+  // The translations of `texts`, in order, from `source` into `target`; inline_tags: they
+  // carry placeholders (Document::inline_tags).
   absl::StatusOr<std::vector<std::string>> TranslateSegments(const std::vector<std::string>& texts,
+                                                             bool inline_tags,
                                                              const std::string& source,
                                                              const std::string& target,
                                                              RpcRecord* record) const;

@@ -176,7 +176,9 @@ absl::StatusOr<std::string> DetectableText(const std::string& q, const std::stri
   if (format == "text") return q;
   auto page = ExtractHtmlText(q);
   if (!page.ok()) return page.status();
-  return absl::StrJoin(page->texts, "\n");
+  std::vector<std::string> plain;
+  for (const std::string& text : page->texts) plain.push_back(PlainText(text));
+  return absl::StrJoin(plain, "\n");
 }
 
 // "auto": each q item's language, among those the server translates into `target` from.
@@ -203,6 +205,14 @@ absl::StatusOr<std::vector<DetectedLanguage>> DetectItems(const TranslatorServic
     out.push_back(*std::move(detected));
   }
   return out;
+}
+
+// Whether a request's texts (HTML runs) hold placeholders or escaped characters.
+bool HasMarkup(const v1::TranslateRequest& request) {
+  for (const std::string& text : request.texts()) {
+    if (text.find_first_of("<&") != std::string::npos) return true;
+  }
+  return false;
 }
 
 // q items `items`, all in `source`, translated in one request: each item's hypotheses.
@@ -232,6 +242,7 @@ absl::StatusOr<std::vector<std::vector<std::string>>> TranslateItems(
   request.set_source_language(source);
   request.set_target_language(r.target);
   request.set_split_sentences(true);  // documents, sentence by sentence, spacing kept
+  request.set_inline_tags(format != "text" && HasMarkup(request));
   request.set_glossary_id(r.glossary_id);
   for (const auto& [term, targets] : r.glossary) {
     v1::GlossaryEntry* entry = request.add_glossary();

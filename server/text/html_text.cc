@@ -8,6 +8,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "text/inline_tags.h"
 #include "text/tokenizer.h"
@@ -29,35 +32,182 @@ bool KeepsItsText(GumboTag tag) {
          tag == GUMBO_TAG_PRE || tag == GUMBO_TAG_TEXTAREA || tag == GUMBO_TAG_NOSCRIPT;
 }
 
-// Depth first, in document order, with a stack of its own: nesting depth is the client's choice.
-void CollectText(const GumboNode* root, size_t html_size, HtmlText* out) {
-  std::vector<const GumboNode*> stack = {root};
-  while (!stack.empty()) {
-    const GumboNode* node = stack.back();
-    stack.pop_back();
-    if (node->type == GUMBO_NODE_TEXT) {
-      const GumboText& text = node->v.text;
-      const size_t begin = text.start_pos.offset;
-      const size_t end = begin + text.original_text.length;
-      // Only text that stands where the source has it (gumbo moves some misplaced table text).
-      if (text.original_text.length > 0 && end <= html_size &&
-          (out->spans.empty() || out->spans.back().second <= begin)) {
-        out->texts.push_back(text.text);
-        out->spans.emplace_back(begin, end);
-      }
-      continue;
-    }
-    const bool document = node->type == GUMBO_NODE_DOCUMENT;
-    if (!document && node->type != GUMBO_NODE_ELEMENT && node->type != GUMBO_NODE_TEMPLATE) {
-      continue;  // comments, CDATA, whitespace
-    }
-    if (!document && KeepsItsText(node->v.element.tag)) continue;
-    const GumboVector& children = document ? node->v.document.children : node->v.element.children;
-    for (unsigned i = children.length; i > 0; --i) {
-      stack.push_back(static_cast<const GumboNode*>(children.data[i - 1]));
-    }
+// Elements inside a sentence whose text is prose: a placeholder pair around it.
+bool IsInline(GumboTag tag) {
+  switch (tag) {
+    case GUMBO_TAG_A: case GUMBO_TAG_ABBR: case GUMBO_TAG_B: case GUMBO_TAG_BDI:
+    case GUMBO_TAG_BDO: case GUMBO_TAG_BIG: case GUMBO_TAG_CITE: case GUMBO_TAG_DATA:
+    case GUMBO_TAG_DEL: case GUMBO_TAG_DFN: case GUMBO_TAG_EM: case GUMBO_TAG_FONT:
+    case GUMBO_TAG_I: case GUMBO_TAG_INS: case GUMBO_TAG_LABEL: case GUMBO_TAG_MARK:
+    case GUMBO_TAG_Q: case GUMBO_TAG_S: case GUMBO_TAG_SMALL: case GUMBO_TAG_SPAN:
+    case GUMBO_TAG_STRIKE: case GUMBO_TAG_STRONG: case GUMBO_TAG_SUB: case GUMBO_TAG_SUP:
+    case GUMBO_TAG_TIME: case GUMBO_TAG_TT: case GUMBO_TAG_U:
+      return true;
+    default:
+      return false;
   }
 }
+
+// Elements inside a sentence kept whole as one empty element: images, code.
+bool IsInlinePoint(GumboTag tag) {
+  return tag == GUMBO_TAG_IMG || tag == GUMBO_TAG_WBR || tag == GUMBO_TAG_CODE ||
+         tag == GUMBO_TAG_KBD || tag == GUMBO_TAG_SAMP || tag == GUMBO_TAG_VAR;
+}
+
+// Whether an element's end tag in the source is its own ("</b>"): the parser gives an element
+// closed by another's end tag ("<p>Sin <b>cerrar</p>") that tag.
+bool ClosesItself(const GumboElement& e) {
+  const absl::string_view end(e.original_end_tag.data, e.original_end_tag.length);
+  const absl::string_view name = gumbo_normalized_tagname(e.tag);
+  return end.size() > name.size() + 2 && end.substr(0, 2) == "</" &&
+         absl::EqualsIgnoreCase(end.substr(2, name.size()), name) &&
+         (end[2 + name.size()] == '>' || absl::ascii_isspace(end[2 + name.size()]));
+}
+
+bool IsTextNode(const GumboNode* node) {
+  return node->type == GUMBO_NODE_TEXT || node->type == GUMBO_NODE_WHITESPACE;
+}
+
+// Where a node's source is, [begin, end); {0, 0} when the parser made it up (an implied tag).
+std::pair<size_t, size_t> SourceOf(const GumboNode* node) {
+  if (node->type == GUMBO_NODE_ELEMENT) {
+    const GumboElement& e = node->v.element;
+    if (e.original_tag.length == 0) return {0, 0};
+    const size_t begin = e.start_pos.offset;
+    if (e.original_end_tag.length == 0) {
+      return e.children.length == 0 ? std::make_pair(begin, begin + e.original_tag.length)
+                                    : std::make_pair(size_t{0}, size_t{0});
+    }
+    return {begin, e.end_pos.offset + e.original_end_tag.length};
+  }
+  if (node->type == GUMBO_NODE_DOCUMENT || node->type == GUMBO_NODE_TEMPLATE) return {0, 0};
+  const GumboText& t = node->v.text;
+  return {t.start_pos.offset, t.start_pos.offset + t.original_text.length};
+}
+
+const GumboVector* ChildrenOf(const GumboNode* node) {
+  if (node->type == GUMBO_NODE_DOCUMENT) return &node->v.document.children;
+  if (node->type == GUMBO_NODE_ELEMENT || node->type == GUMBO_NODE_TEMPLATE) {
+    return &node->v.element.children;
+  }
+  return nullptr;
+}
+
+// The HTML's text in runs of text and inline elements. Depth first, in document order; the
+// parser runs on a thread with a stack for the deepest nesting allowed (ExtractHtmlText).
+class Collector {
+ public:
+  Collector(absl::string_view html, HtmlText* out) : html_(html), out_(out) {}
+
+  void Block(const GumboNode* node) {
+    const GumboVector* children = ChildrenOf(node);
+    if (children == nullptr) return;
+    for (unsigned i = 0; i < children->length; ++i) {
+      const auto* child = static_cast<const GumboNode*>(children->data[i]);
+      const auto [begin, end] = SourceOf(child);
+      const bool in_run = begin < end && (IsTextNode(child) || child->type == GUMBO_NODE_COMMENT ||
+                                          InSentence(child));
+      if (!in_run) {
+        Flush();
+        if (child->type == GUMBO_NODE_ELEMENT && KeepsItsText(child->v.element.tag)) continue;
+        Block(child);
+        continue;
+      }
+      if (begin != run_end_) Flush();
+      if (run_nodes_.empty()) run_begin_ = begin;
+      Emit(child);
+      run_end_ = end;
+    }
+    Flush();
+  }
+
+ private:
+  // Whether an element can stand in a sentence: inline, with all its source's tags, its
+  // children inline too and contiguous (the parser moves misplaced content).
+  bool InSentence(const GumboNode* node) {
+    if (node->type != GUMBO_NODE_ELEMENT) return false;
+    auto [memo, fresh] = in_sentence_.try_emplace(node, false);
+    if (!fresh) return memo->second;
+    const GumboElement& e = node->v.element;
+    const auto [begin, end] = SourceOf(node);
+    bool ok = begin < end;
+    if (ok && IsInlinePoint(e.tag)) return in_sentence_[node] = true;
+    ok = ok && IsInline(e.tag) && ClosesItself(e);
+    size_t pos = begin + e.original_tag.length;
+    for (unsigned i = 0; ok && i < e.children.length; ++i) {
+      const auto* child = static_cast<const GumboNode*>(e.children.data[i]);
+      const auto [b, en] = SourceOf(child);
+      ok = b == pos && b < en &&
+           (IsTextNode(child) || child->type == GUMBO_NODE_COMMENT || InSentence(child));
+      pos = en;
+    }
+    ok = ok && pos == e.end_pos.offset;
+    return in_sentence_[node] = ok;
+  }
+
+  // Appends a node of a run.
+  void Emit(const GumboNode* node) {
+    const auto [begin, end] = SourceOf(node);
+    if (IsTextNode(node)) {
+      run_.Text(node->v.text.text);
+      run_nodes_.push_back(node);
+      return;
+    }
+    const std::string source(html_.substr(begin, end - begin));
+    const GumboElement* e = node->type == GUMBO_NODE_ELEMENT ? &node->v.element : nullptr;
+    if (e == nullptr || IsInlinePoint(e->tag)) {
+      run_.Point(source);
+      run_nodes_.push_back(nullptr);
+      return;
+    }
+    const int id = run_.Open(std::string(e->original_tag.data, e->original_tag.length),
+                             std::string(e->original_end_tag.data, e->original_end_tag.length));
+    for (unsigned i = 0; i < e->children.length; ++i) {
+      Emit(static_cast<const GumboNode*>(e->children.data[i]));
+    }
+    run_.Close(id);
+  }
+
+  // The run as a text to translate: one text with placeholders, or each of its text nodes
+  // alone when it has more elements than a request takes.
+  void Flush() {
+    if (!run_nodes_.empty() && !IsBlank(run_.plain()) &&
+        (out_->spans.empty() || out_->spans.back().second <= run_begin_)) {
+      if (run_.elements() <= kMaxInlineTags) {
+        Add(run_.text(), {run_begin_, run_end_}, run_.markup());
+      } else {
+        for (const GumboNode* node : run_nodes_) {
+          if (node == nullptr || IsBlank(node->v.text.text)) continue;
+          const auto [begin, end] = SourceOf(node);
+          PlaceholderText alone;
+          alone.Text(node->v.text.text);
+          Add(alone.text(), {begin, end}, {});
+        }
+      }
+    }
+    run_ = PlaceholderText();
+    run_nodes_.clear();
+    run_end_ = 0;
+  }
+
+  static bool IsBlank(absl::string_view text) {
+    return std::all_of(text.begin(), text.end(),
+                       [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); });
+  }
+
+  void Add(std::string text, std::pair<size_t, size_t> span, std::vector<Markup> markup) {
+    out_->texts.push_back(std::move(text));
+    out_->spans.push_back(span);
+    out_->markup.push_back(std::move(markup));
+  }
+
+  const absl::string_view html_;
+  HtmlText* const out_;
+  absl::flat_hash_map<const GumboNode*, bool> in_sentence_;
+  PlaceholderText run_;
+  std::vector<const GumboNode*> run_nodes_;  // its text nodes; nullptr for its empty elements
+  size_t run_begin_ = 0, run_end_ = 0;
+};
 
 // Runs fn on a thread with a stack of `bytes`, and waits for it. False if no thread started.
 bool RunWithStack(size_t bytes, const std::function<void()>& fn) {
@@ -95,7 +245,7 @@ absl::StatusOr<HtmlText> ExtractHtmlText(absl::string_view html) {
     std::unique_ptr<GumboOutput, OutputDeleter> output(
         gumbo_parse_with_options(&kGumboDefaultOptions, html.data(), html.size()));
     if (output == nullptr) return;
-    CollectText(output->document, html.size(), &out);
+    Collector(html, &out).Block(output->document);
     parsed = true;
   });
   if (!ran) return absl::ResourceExhaustedError("no thread to parse the HTML: try again later");
@@ -109,7 +259,9 @@ std::string ReplaceHtmlText(absl::string_view html, const HtmlText& text,
   size_t pos = 0;
   for (size_t i = 0; i < text.spans.size() && i < translations.size(); ++i) {
     const auto [begin, end] = text.spans[i];
-    absl::StrAppend(&out, html.substr(pos, begin - pos), EscapeXmlText(translations[i]));
+    const std::vector<Markup> none;
+    absl::StrAppend(&out, html.substr(pos, begin - pos),
+                    WriteMarkup(translations[i], i < text.markup.size() ? text.markup[i] : none));
     pos = end;
   }
   absl::StrAppend(&out, html.substr(pos));

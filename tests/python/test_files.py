@@ -163,13 +163,16 @@ class TranslateFileTest(FileTestCase):
         settings = json.loads(data)
         self.assertTrue(settings["filesTranslation"])
         self.assertEqual(settings["supportedFilesFormat"],
-                         [".txt", ".md", ".markdown", ".srt", ".vtt", ".html", ".htm"])
+                         [".txt", ".md", ".markdown", ".srt", ".vtt", ".html", ".htm", ".docx",
+                          ".pptx", ".xlsx", ".odt", ".odp", ".epub"])
 
     def test_errors(self):
         status, answer = self.upload("a.pdf", b"%PDF-1.4 ...")
         self.assertError(status, answer, 400, "PDF", ".txt", ".srt")
+        status, answer = self.upload("a.doc", b"PK...")
+        self.assertError(status, answer, 400, ".txt", ".html", ".docx")
         status, answer = self.upload("a.docx", b"PK...")
-        self.assertError(status, answer, 400, ".txt", ".html")
+        self.assertError(status, answer, 400, "not a zip archive")
         status, answer = self.upload("a.txt", None)
         self.assertError(status, answer, 400, "missing file parameter")
         status, answer = self.upload("a.txt", b"")

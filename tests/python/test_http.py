@@ -183,20 +183,24 @@ class LibreTranslateTest(HttpTestCase):
         self.assertEqual(status, 200, answer)
         self.assertEqual([len(a) for a in answer["alternatives"]], [1, 1])
 
-    def test_html_keeps_tags_and_translates_text_nodes(self):
+    def test_html_translates_a_sentence_with_a_tag_inside_whole(self):
         html = ('<p class="x">Y dijo Dios: <b>Sea la luz</b>. Y fué la luz.</p>\n'
                 '<script>var s = "Y dijo Dios";</script><p title="Y dijo Dios">Y vió Dios.</p>')
-        nodes = ["Y dijo Dios: ", "Sea la luz", ". Y fué la luz.", "Y vió Dios."]
         status, answer = self.post_json("/translate", {"q": html, "source": "es", "target": "en",
                                                        "format": "html"})
         self.assertEqual(status, 200, answer)
+        # Each paragraph is one text, its <b> a placeholder that inline_tags places.
         want = self.translator.Translate(ts.pb.TranslateRequest(
-            model=ts.MODEL_NAME, texts=nodes, split_sentences=True), timeout=ts.RPC_TIMEOUT_S)
-        t = [x.hypotheses[0].text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            model=ts.MODEL_NAME, texts=["Y dijo Dios: <g0>Sea la luz</g0>. Y fué la luz.",
+                                        "Y vió Dios."],
+            split_sentences=True, inline_tags=True), timeout=ts.RPC_TIMEOUT_S)
+        t = [x.hypotheses[0].text.replace("<g0>", "<b>").replace("</g0>", "</b>")
              for x in want.translations]
         self.assertEqual(answer["translatedText"],
-                         f'<p class="x">{t[0]}<b>{t[1]}</b>{t[2]}</p>\n'
-                         f'<script>var s = "Y dijo Dios";</script><p title="Y dijo Dios">{t[3]}</p>')
+                         f'<p class="x">{t[0]}</p>\n'
+                         f'<script>var s = "Y dijo Dios";</script><p title="Y dijo Dios">{t[1]}</p>')
+        self.assertEqual(answer["translatedText"].count("<b>"), 1)
+        self.assertEqual(answer["translatedText"].count("</b>"), 1)
 
     def test_html_nesting_is_bounded_not_a_crash(self):
         deep = {"q": "<b>" * 10000 + "Y dijo Dios", "source": "es", "target": "en",
@@ -330,7 +334,7 @@ class LibreTranslateTest(HttpTestCase):
             "suggestions": False,
             "filesTranslation": True,
             "supportedFilesFormat": [".txt", ".md", ".markdown", ".srt", ".vtt", ".html",
-                                     ".htm"],
+                                     ".htm", ".docx", ".pptx", ".xlsx", ".odt", ".odp", ".epub"],
             "language": {"source": {"code": "es", "name": "Spanish"},
                          "target": {"code": "en", "name": "English"}},
         })

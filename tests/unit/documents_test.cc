@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/documents/document.h"
+#include "text/inline_tags.h"
 
 namespace glossa::server {
 namespace {
@@ -26,9 +27,18 @@ std::unique_ptr<Document> Read(absl::string_view name, absl::string_view bytes,
   return document.ok() ? std::move(*document) : nullptr;
 }
 
+// Each text in upper case, outside its placeholders and character references.
 std::vector<std::string> Upper(const std::vector<std::string>& texts) {
   std::vector<std::string> out;
-  for (const std::string& text : texts) out.push_back(absl::AsciiStrToUpper(text));
+  for (std::string text : texts) {
+    char markup_end = 0;
+    for (char& c : text) {
+      if (markup_end == 0 && (c == '<' || c == '&')) markup_end = c == '<' ? '>' : ';';
+      if (markup_end == 0) c = absl::ascii_toupper(c);
+      if (c == markup_end) markup_end = 0;
+    }
+    out.push_back(text);
+  }
   return out;
 }
 
@@ -372,11 +382,12 @@ constexpr absl::string_view kHtml =
     "<body>\n  <p>Hola &amp; adi&oacute;s</p>\n  <p>  Mundo <b>cruel</b>.</p>\n"
     "<script>var x = 'no';</script><pre>sin traducir</pre>\n</body></html>\n";
 
-TEST(HtmlTest, TextNodesAreSegmentsAndTheRestIsKept) {
+TEST(HtmlTest, RunsOfTextAndInlineTagsAreSegmentsAndTheRestIsKept) {
   auto document = Read("página.HTML", kHtml);
   ASSERT_NE(document, nullptr);
-  // "." after </b> has no letter: it is not a segment.
-  EXPECT_THAT(document->texts(), ElementsAre("Página", "Hola & adiós", "Mundo", "cruel"));
+  EXPECT_TRUE(document->inline_tags());
+  EXPECT_THAT(document->texts(),
+              ElementsAre("Página", "Hola &amp; adiós", "Mundo <g0>cruel</g0>."));
   ExpectRoundTrip("página.htm", kHtml);
   ExpectRoundTrip("página.htm", absl::StrReplaceAll(kHtml, {{"\n", "\r\n"}}));
   auto crlf = Read("página.htm", "<p>\r\n  Hola\r\n</p>");
@@ -389,12 +400,50 @@ TEST(HtmlTest, TextNodesAreSegmentsAndTheRestIsKept) {
             "<script>var x = 'no';</script><pre>sin traducir</pre>\n</body></html>\n");
 }
 
+TEST(HtmlTest, InlineElementsArePlaceholdersWrittenBackWhereTheTranslationPutsThem) {
+  const std::string html =
+      "<p>Ver <a href=\"x.html\" title=\"t\">la <i>casa</i></a> y <img src=\"c.png\"> "
+      "el <code>a &lt; b</code><!-- nota --> fin.</p>";
+  auto document = Read("a.html", html);
+  ASSERT_NE(document, nullptr);
+  EXPECT_THAT(document->texts(),
+              ElementsAre("Ver <g0>la <g1>casa</g1></g0> y <x2/> el <x3/><x4/> fin."));
+  ExpectRoundTrip("a.html", html);
+  EXPECT_EQ(WriteOrDie(*document, {"<x4/>See <x2/> <g0>the <g1>house</g1></g0> &amp; <x3/>."}),
+            "<p><!-- nota -->See <img src=\"c.png\"> <a href=\"x.html\" title=\"t\">the "
+            "<i>house</i></a> &amp; <code>a &lt; b</code>.</p>");
+  // Whatever the translation lacks is added at its end; what it makes up is text.
+  EXPECT_EQ(WriteOrDie(*document, {"<g1>casa <b>x</b>"}),
+            "<p><i>casa &lt;b&gt;x&lt;/b&gt;</i><a href=\"x.html\" title=\"t\"></a>"
+            "<img src=\"c.png\"><code>a &lt; b</code><!-- nota --></p>");
+}
+
+TEST(HtmlTest, BlocksLineBreaksAndTagsTheParserImpliedCutRuns) {
+  auto document = Read("a.html",
+                       "<ul><li>Uno <b>dos</b><li>Tres<br>cuatro</ul><p>Sin <b>cerrar</p>");
+  ASSERT_NE(document, nullptr);
+  EXPECT_THAT(document->texts(),
+              ElementsAre("Uno <g0>dos</g0>", "Tres", "cuatro", "Sin", "cerrar"));
+}
+
+TEST(HtmlTest, ARunWithMoreElementsThanARequestTakesIsSentNodeByNode) {
+  std::string html = "<p>";
+  for (size_t i = 0; i <= kMaxInlineTags; ++i) absl::StrAppend(&html, "palabra <b>x</b> ");
+  html += "</p>";
+  auto document = Read("a.html", html);
+  ASSERT_NE(document, nullptr);
+  EXPECT_EQ(document->texts().size(), 2 * (kMaxInlineTags + 1));
+  EXPECT_EQ(document->texts()[0], "palabra");
+  ExpectRoundTrip("a.html", html);
+}
+
 // --- refusals and limits ------------------------------------------------------------------------
 
 TEST(ReadDocumentTest, RefusesPdfAndUnknownFormatsNamingTheSupportedOnes) {
   EXPECT_THAT(SupportedDocumentFormats(),
-              ElementsAre(".txt", ".md", ".markdown", ".srt", ".vtt", ".html", ".htm"));
-  for (absl::string_view name : {"informe.PDF", "carta.docx", "notas", "dir.txt/notas"}) {
+              ElementsAre(".txt", ".md", ".markdown", ".srt", ".vtt", ".html", ".htm", ".docx",
+                          ".pptx", ".xlsx", ".odt", ".odp", ".epub"));
+  for (absl::string_view name : {"informe.PDF", "carta.doc", "notas", "dir.txt/notas"}) {
     auto document = ReadDocument(name, "Hola", {});
     ASSERT_FALSE(document.ok()) << name;
     EXPECT_EQ(document.status().code(), absl::StatusCode::kInvalidArgument);
@@ -404,8 +453,8 @@ TEST(ReadDocumentTest, RefusesPdfAndUnknownFormatsNamingTheSupportedOnes) {
   }
   EXPECT_THAT(ReadDocument("informe.pdf", "%PDF-1.7", {}).status().message(),
               HasSubstr("PDF is not supported; supported formats: .txt, .md"));
-  EXPECT_THAT(ReadDocument("carta.docx", "", {}).status().message(),
-              HasSubstr("unsupported file format .docx"));
+  EXPECT_THAT(ReadDocument("carta.doc", "", {}).status().message(),
+              HasSubstr("unsupported file format .doc"));
 }
 
 TEST(ReadDocumentTest, RefusesBytesThatAreNotUtf8) {

@@ -1,0 +1,45 @@
+// Zip archives, the container of office documents and e-books (docx, pptx, xlsx, odt, odp,
+// epub), read and written with libzip (Debian's libzip-dev: a maintained zip library that reads
+// from and writes to memory and checks each entry's CRC).
+//
+// Reading is bounded before any entry is inflated: the entry count, each entry's declared size
+// and their total, and the ratio of an entry's size to its compressed size (a zip bomb's is in
+// the thousands); an entry that inflates to other than its declared size is refused. Writing
+// keeps the entries' order, names and compression (stored stays stored: an e-book's and an
+// OpenDocument's "mimetype" must be first and stored).
+#ifndef GLOSSA_SERVER_DOCUMENTS_ARCHIVE_H_
+#define GLOSSA_SERVER_DOCUMENTS_ARCHIVE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace glossa::server {
+
+struct ArchiveEntry {
+  std::string name;
+  std::string data;     // inflated
+  bool stored = false;  // not compressed in the archive
+};
+
+struct ArchiveLimits {
+  int64_t max_entries = 10000;
+  int64_t max_total_bytes = 256 << 20;  // all entries inflated
+  int64_t max_ratio = 200;              // inflated / compressed, for entries over 1 MiB
+};
+
+// INVALID_ARGUMENT, with a message for a client, for bytes that are not a zip archive, a
+// damaged one, an encrypted entry, or one over the limits. `what` names the file in messages
+// ("the .docx file").
+absl::StatusOr<std::vector<ArchiveEntry>> ReadArchive(absl::string_view bytes,
+                                                      absl::string_view what,
+                                                      const ArchiveLimits& limits = {});
+
+absl::StatusOr<std::string> WriteArchive(const std::vector<ArchiveEntry>& entries);
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_DOCUMENTS_ARCHIVE_H_

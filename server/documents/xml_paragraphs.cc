@@ -1,0 +1,411 @@
+#include "server/documents/xml_paragraphs.h"
+
+#include <algorithm>
+#include <map>
+#include <pugixml.hpp>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/documents/segments.h"
+#include "server/text/placeholders.h"
+#include "text/inline_tags.h"
+#include "text/tokenizer.h"
+
+namespace glossa::server {
+namespace {
+
+constexpr unsigned kParse = pugi::parse_full | pugi::parse_ws_pcdata;
+constexpr int kMaxDepth = 256;
+
+// A text to translate: a paragraph with its markup, or one text node.
+struct Unit {
+  pugi::xml_node node;
+  bool paragraph = false;
+  PlaceholderText text;
+  std::vector<bool> formatting;  // runs: each element's kind (properties, not a link or a point)
+  std::string base;              // runs: the paragraph's base properties
+  bool direct = false;           // runs: the paragraph holds its text element directly
+};
+
+bool Contains(const std::vector<std::string>& names, const char* name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+bool IsText(pugi::xml_node node) {
+  return node.type() == pugi::node_pcdata || node.type() == pugi::node_cdata;
+}
+
+std::string Serialize(pugi::xml_node node) {
+  std::ostringstream out;
+  node.print(out, "", pugi::format_raw);
+  return out.str();
+}
+
+std::string EscapeAttribute(absl::string_view value) {
+  std::string out;
+  for (char c : value) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string StartTag(pugi::xml_node node) {
+  std::string out = absl::StrCat("<", node.name());
+  for (pugi::xml_attribute a : node.attributes()) {
+    absl::StrAppend(&out, " ", a.name(), "=\"", EscapeAttribute(a.value()), "\"");
+  }
+  return out + ">";
+}
+
+std::string EndTag(pugi::xml_node node) { return absl::StrCat("</", node.name(), ">"); }
+
+bool IsParagraph(const XmlDialect& d, const char* name) {
+  return d.paragraph == name || (!d.heading.empty() && d.heading == name);
+}
+
+bool HasParagraphInside(const XmlDialect& d, pugi::xml_node node) {
+  return node.find_node([&](pugi::xml_node n) { return IsParagraph(d, n.name()); }) != nullptr;
+}
+
+class Collector {
+ public:
+  explicit Collector(const XmlDialect& dialect) : d_(dialect) {}
+
+  std::vector<Unit> Collect(pugi::xml_node root) {
+    Walk(root, false);
+    return std::move(units_);
+  }
+
+ private:
+  void Walk(pugi::xml_node node, bool in_paragraph) {
+    for (pugi::xml_node child : node.children()) {
+      if (IsText(child)) {
+        const bool text = d_.run.empty() ? in_paragraph : d_.text == node.name();
+        if (text && in_paragraph && HasLetter(child.value())) Single(child);
+        continue;
+      }
+      const bool paragraph = IsParagraph(d_, child.name());
+      if (paragraph && !HasParagraphInside(d_, child) && Paragraph(child)) continue;
+      Walk(child, in_paragraph || paragraph);
+    }
+  }
+
+  void Single(pugi::xml_node node) {
+    Unit unit;
+    unit.node = node;
+    unit.text.Text(node.value());
+    units_.push_back(std::move(unit));
+  }
+
+  // The paragraph as one unit; false when it goes node by node (or has no text to translate).
+  bool Paragraph(pugi::xml_node p) {
+    Unit unit;
+    unit.node = p;
+    unit.paragraph = true;
+    if (!(d_.run.empty() ? Mixed(p, &unit) : Runs(p, &unit))) return false;
+    if (HasLetter(unit.text.plain())) units_.push_back(std::move(unit));
+    return true;
+  }
+
+  bool Mixed(pugi::xml_node node, Unit* unit) {
+    for (pugi::xml_node child : node.children()) {
+      if (IsText(child)) {
+        unit->text.Text(child.value());
+      } else if (Contains(d_.complex, child.name())) {
+        return false;
+      } else if (d_.spaces == child.name()) {  // text:s, c="3": three spaces
+        unit->text.Text(std::string(std::clamp(child.attribute("text:c").as_int(1), 1, 1000), ' '));
+      } else if (child.type() == pugi::node_element && Contains(d_.inline_elements, child.name())) {
+        const int id = unit->text.Open(StartTag(child), EndTag(child));
+        if (!Mixed(child, unit)) return false;
+        unit->text.Close(id);
+      } else {
+        unit->text.Point(Serialize(child));
+      }
+    }
+    return unit->text.elements() <= kMaxInlineTags;
+  }
+
+  // Whether a paragraph of runs can be rewritten, and its base properties (most text).
+  bool Base(pugi::xml_node p, std::string* base) {
+    std::map<std::string, size_t> chars;
+    for (pugi::xml_node child : p.children()) {
+      if (Contains(d_.complex, child.name())) return false;
+      const bool link = !d_.link.empty() && d_.link == child.name();
+      auto count = [&](pugi::xml_node run) {
+        if (d_.run != run.name()) return true;
+        const std::string props = Serialize(run.child(d_.run_properties.c_str()));
+        for (pugi::xml_node c : run.children(d_.text.c_str()))
+          chars[props] += strlen(c.text().get());
+        return true;
+      };
+      if (link) {
+        for (pugi::xml_node run : child.children()) {
+          if (run.type() == pugi::node_element && d_.run != run.name() &&
+              !Contains(d_.dropped, run.name())) {
+            return false;  // a link around more than runs
+          }
+          count(run);
+        }
+      } else {
+        count(child);
+      }
+    }
+    size_t most = 0;
+    for (const auto& [props, n] : chars) {
+      if (n > most) *base = props, most = n;
+    }
+    return true;
+  }
+
+  bool Runs(pugi::xml_node p, Unit* unit) {
+    if (!Base(p, &unit->base)) return false;
+    int open = -1;
+    std::string open_props;
+    auto format = [&](const std::string& props) {
+      if (open >= 0 && props == open_props) return;
+      if (open >= 0) unit->text.Close(open);
+      open = -1;
+      if (props == unit->base) return;
+      open = unit->text.Open(props, "");
+      unit->formatting.push_back(true);
+      open_props = props;
+    };
+    auto point = [&](std::string bytes) {
+      unit->text.Point(std::move(bytes));
+      unit->formatting.push_back(false);
+    };
+    auto run = [&](pugi::xml_node r) {
+      const pugi::xml_node rpr = r.child(d_.run_properties.c_str());
+      const std::string props = Serialize(rpr);
+      for (pugi::xml_node c : r.children()) {
+        if (c == rpr || c.type() != pugi::node_element) continue;
+        if (d_.text == c.name()) {
+          format(props);
+          unit->text.Text(c.text().get());
+        } else {
+          point(absl::StrCat("<", d_.run, ">", props, Serialize(c), "</", d_.run, ">"));
+        }
+      }
+    };
+    for (pugi::xml_node child : p.children()) {
+      const char* name = child.name();
+      if (child.type() != pugi::node_element || Contains(d_.dropped, name) ||
+          d_.paragraph_start == name || d_.paragraph_end == name) {
+        continue;
+      }
+      if (d_.run == name) {
+        run(child);
+      } else if (d_.text == name) {
+        format(unit->base);
+        unit->text.Text(child.text().get());
+        unit->direct = true;
+      } else if (!d_.link.empty() && d_.link == name) {
+        format(unit->base);
+        const int id = unit->text.Open(StartTag(child), EndTag(child));
+        unit->formatting.push_back(false);
+        for (pugi::xml_node r : child.children(d_.run.c_str())) run(r);
+        format(unit->base);
+        unit->text.Close(id);
+      } else {
+        format(unit->base);  // a break or a bookmark between runs: outside their formatting
+        point(Serialize(child));
+      }
+    }
+    format(unit->base);
+    return unit->text.elements() <= kMaxInlineTags;
+  }
+
+  const XmlDialect& d_;
+  std::vector<Unit> units_;
+};
+
+// A translated paragraph of runs as XML: each piece of text a run with its element's properties.
+std::string WriteRuns(const XmlDialect& d, const Unit& unit, absl::string_view translation) {
+  const std::vector<Markup>& markup = unit.text.markup();
+  const std::string text_start =
+      absl::StrCat("<", d.text, d.preserve_space ? " xml:space=\"preserve\">" : ">");
+  const std::string text_end = absl::StrCat("</", d.text, ">");
+  std::string out;
+  std::vector<int> open;
+  for (const PlaceholderEvent& e : ReadPlaceholders(translation, markup)) {
+    if (e.kind == PlaceholderEvent::kText) {
+      if (unit.direct) {
+        absl::StrAppend(&out, text_start, EscapeXmlText(e.text), text_end);
+        continue;
+      }
+      std::string props = unit.base;
+      for (auto it = open.rbegin(); it != open.rend(); ++it) {
+        if (unit.formatting[*it]) {
+          props = markup[*it].start;
+          break;
+        }
+      }
+      absl::StrAppend(&out, "<", d.run, ">", props, text_start, EscapeXmlText(e.text), text_end,
+                      "</", d.run, ">");
+    } else if (e.kind == PlaceholderEvent::kPoint) {
+      out += markup[e.id].start;
+    } else if (e.kind == PlaceholderEvent::kOpen) {
+      open.push_back(e.id);
+      if (!unit.formatting[e.id]) out += markup[e.id].start;
+    } else {
+      open.pop_back();
+      if (!unit.formatting[e.id]) out += markup[e.id].end;
+    }
+  }
+  return out;
+}
+
+// Replaces a paragraph's content (but its first and last properties) with `xml`.
+bool Rewrite(const XmlDialect& d, pugi::xml_node p, const std::string& xml) {
+  pugi::xml_node end =
+      d.paragraph_end.empty() ? pugi::xml_node() : p.child(d.paragraph_end.c_str());
+  for (pugi::xml_node child = p.first_child(); child;) {
+    pugi::xml_node next = child.next_sibling();
+    const bool start =
+        !d.paragraph_start.empty() && d.paragraph_start == child.name() && child == p.first_child();
+    if (child != end && !start) {
+      p.remove_child(child);
+    }
+    child = next;
+  }
+  // Text alone parses with "no document element", and is appended all the same.
+  const pugi::xml_parse_result result =
+      p.append_buffer(xml.data(), xml.size(), kParse, pugi::encoding_utf8);
+  if (!result && result.status != pugi::status_no_document_element) return false;
+  if (end) p.append_move(end);
+  return true;
+}
+
+struct Parsed {
+  pugi::xml_document doc;
+  std::vector<Unit> units;
+};
+
+absl::Status Parse(absl::string_view xml, const XmlDialect& dialect, absl::string_view what,
+                   Parsed* out) {
+  const pugi::xml_parse_result result =
+      out->doc.load_buffer(xml.data(), xml.size(), kParse, pugi::encoding_utf8);
+  if (!result) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is not well-formed XML: ", result.description(), " at byte ", result.offset));
+  }
+  struct Depth : pugi::xml_tree_walker {
+    int deepest = 0;
+    bool for_each(pugi::xml_node&) override {
+      deepest = std::max(deepest, depth());
+      return deepest <= kMaxDepth;
+    }
+  } depth;
+  out->doc.traverse(depth);
+  if (depth.deepest > kMaxDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " nests elements deeper than ", kMaxDepth));
+  }
+  out->units = Collector(dialect).Collect(out->doc);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const XmlDialect& WordDialect() {
+  static const XmlDialect* d = new XmlDialect{
+      "w:p",
+      "",
+      "w:r",
+      "w:rPr",
+      "w:t",
+      "w:pPr",
+      "",
+      "w:hyperlink",
+      true,
+      {},
+      {"w:proofErr", "w:lastRenderedPageBreak"},
+      {"w:ins", "w:del", "w:moveFrom", "w:moveTo", "w:sdt", "w:smartTag", "w:customXml",
+       "w:fldSimple", "m:oMath", "m:oMathPara", "w:ruby", "mc:AlternateContent"},
+      ""};
+  return *d;
+}
+
+const XmlDialect& DrawingDialect() {
+  static const XmlDialect* d = new XmlDialect{
+      "a:p", "", "a:r", "a:rPr", "a:t", "a:pPr", "a:endParaRPr", "", false, {}, {}, {}, ""};
+  return *d;
+}
+
+const XmlDialect& SpreadsheetDialect() {
+  static const XmlDialect* d = new XmlDialect{
+      "si", "", "r", "rPr", "t", "", "", "", true, {}, {}, {"rPh", "phoneticPr"}, ""};
+  return *d;
+}
+
+const XmlDialect& OpenDocumentDialect() {
+  static const XmlDialect* d = new XmlDialect{
+      "text:p", "text:h",
+      "",       "",
+      "",       "",
+      "",       "",
+      false,    {"text:span", "text:a"},
+      {},       {"text:note", "office:annotation", "draw:frame", "text:ruby", "text:meta"},
+      "text:s"};
+  return *d;
+}
+
+absl::StatusOr<std::vector<std::string>> ReadXmlParagraphs(absl::string_view xml,
+                                                           const XmlDialect& dialect,
+                                                           absl::string_view what) {
+  Parsed parsed;
+  if (absl::Status s = Parse(xml, dialect, what, &parsed); !s.ok()) return s;
+  std::vector<std::string> out;
+  for (const Unit& unit : parsed.units) out.push_back(unit.text.text());
+  return out;
+}
+
+absl::StatusOr<std::string> WriteXmlParagraphs(absl::string_view xml, const XmlDialect& dialect,
+                                               const std::vector<std::string>& translations) {
+  Parsed parsed;
+  if (absl::Status s = Parse(xml, dialect, "the XML", &parsed); !s.ok()) return s;
+  if (translations.size() != parsed.units.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the XML has ", parsed.units.size(), " texts, not ", translations.size()));
+  }
+  bool changed = false;
+  for (size_t i = 0; i < translations.size(); ++i) {
+    const Unit& unit = parsed.units[i];
+    if (translations[i] == unit.text.text()) continue;
+    changed = true;
+    if (!unit.paragraph) {
+      pugi::xml_node node = unit.node;
+      node.set_value(PlainText(translations[i]).c_str());
+      continue;
+    }
+    const std::string content = dialect.run.empty()
+                                    ? WriteMarkup(translations[i], unit.text.markup())
+                                    : WriteRuns(dialect, unit, translations[i]);
+    if (!Rewrite(dialect, unit.node, content)) {
+      return absl::InternalError("a translated paragraph is not well-formed XML");
+    }
+  }
+  if (!changed) return std::string(xml);
+  std::ostringstream out;
+  parsed.doc.save(out, "", pugi::format_raw | pugi::format_no_declaration, pugi::encoding_utf8);
+  return out.str();
+}
+
+}  // namespace glossa::server

@@ -28,7 +28,7 @@ constexpr OfficeFormat kOfficeFormats[] = {
      "word/(document|header[0-9]*|footer[0-9]*|footnotes|endnotes|comments)\\.xml", Word},
     {".pptx", "ppt/presentation.xml", "ppt/(slides/slide|notesSlides/notesSlide)[0-9]+\\.xml",
      Drawing},
-    {".xlsx", "xl/workbook.xml", "xl/sharedStrings\\.xml", Spreadsheet},
+    {".xlsx", "xl/workbook.xml", "xl/(sharedStrings|worksheets/sheet[0-9]+)\\.xml", Spreadsheet},
     {".odt", "content.xml", "content\\.xml", OpenDocument},
     {".odp", "content.xml", "content\\.xml", OpenDocument},
     {".epub", "META-INF/container.xml", ".*\\.(xhtml|html|htm)", nullptr},

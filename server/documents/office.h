@@ -4,7 +4,8 @@
 //
 //   .docx   word/document.xml, headers, footers, footnotes, endnotes, comments (Word's runs)
 //   .pptx   slides and their notes (DrawingML's runs)
-//   .xlsx   the shared strings: the text cells (SpreadsheetML's runs); numbers and formulas stay
+//   .xlsx   the text cells: shared strings and the sheets' inline strings (SpreadsheetML's runs);
+//           numbers and formulas stay
 //   .odt .odp  content.xml (OpenDocument's paragraphs and headings)
 //   .epub   every .xhtml/.html/.htm entry
 #ifndef GLOSSA_SERVER_DOCUMENTS_OFFICE_H_

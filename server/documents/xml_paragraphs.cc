@@ -306,6 +306,12 @@ absl::Status Parse(absl::string_view xml, const XmlDialect& dialect, absl::strin
     return absl::InvalidArgumentError(absl::StrCat(
         what, " is not well-formed XML: ", result.description(), " at byte ", result.offset));
   }
+  for (pugi::xml_node child : out->doc.children()) {
+    if (child.type() == pugi::node_doctype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " declares a DTD (<!DOCTYPE>), which office documents never do: refused"));
+    }
+  }
   struct Depth : pugi::xml_tree_walker {
     int deepest = 0;
     bool for_each(pugi::xml_node&) override {
@@ -351,7 +357,7 @@ const XmlDialect& DrawingDialect() {
 
 const XmlDialect& SpreadsheetDialect() {
   static const XmlDialect* d = new XmlDialect{
-      "si", "", "r", "rPr", "t", "", "", "", true, {}, {}, {"rPh", "phoneticPr"}, ""};
+      "si", "is", "r", "rPr", "t", "", "", "", true, {}, {}, {"rPh", "phoneticPr"}, ""};
   return *d;
 }
 

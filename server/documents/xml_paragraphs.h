@@ -3,11 +3,12 @@
 // over differently formatted runs is translated whole, and is written back with the markup on
 // the words the translation put it on. The XML is read and written with pugixml (Debian's
 // libpugixml-dev: small, fast, keeps comments, processing instructions and whitespace as read,
-// and never expands DTD entities, so an entity bomb stays inert text).
+// and never expands DTD entities; a part that declares a DTD is refused all the same, as no
+// office document has one).
 //
 // Two shapes of paragraph:
 //  - runs (Office Open XML: Word's w:p of w:r, PowerPoint's a:p of a:r, Excel's shared strings'
-//    si of r): each run's properties (w:rPr: bold, italic, font, ...) are its formatting. The
+//    si of r, and a sheet's inline strings, is): each run's properties (w:rPr: bold, italic, font, ...) are its formatting. The
 //    paragraph's most used formatting is its base; text in another formatting is an element
 //    <gN> (consecutive runs of one formatting are one element); a hyperlink is an element
 //    around its runs; anything else in a run or a paragraph (a tab, a break, a drawing, a
@@ -53,7 +54,8 @@ const XmlDialect& SpreadsheetDialect();   // .xlsx shared strings
 const XmlDialect& OpenDocumentDialect();  // .odt, .odp
 
 // The texts to translate in `xml`, in document order, each with placeholders. `what` names the
-// part in messages. INVALID_ARGUMENT for XML that does not parse or nests deeper than 256.
+// part in messages. INVALID_ARGUMENT for XML that does not parse, declares a DTD or nests
+// deeper than 256.
 absl::StatusOr<std::vector<std::string>> ReadXmlParagraphs(absl::string_view xml,
                                                            const XmlDialect& dialect,
                                                            absl::string_view what);

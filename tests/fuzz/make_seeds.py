@@ -327,6 +327,69 @@ def multipart_seeds(directory):
         write(directory, name, text.encode("utf-8"))
 
 
+# office_xml: a byte that picks the dialect (0 Word, 1 DrawingML, 2 SpreadsheetML, 3
+# OpenDocument), then the XML (office_xml_fuzz.cc).
+WORD_XML = ("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?>\n<w:document><w:body>"
+            "<w:p><w:pPr><w:jc w:val=\"center\"/></w:pPr><w:r><w:t xml:space=\"preserve\">Vi la "
+            "</w:t></w:r><w:proofErr/><w:r><w:rPr><w:b/></w:rPr><w:t>casa</w:t></w:r>"
+            "<w:hyperlink r:id=\"r1\"><w:r><w:t>r&#237;o</w:t></w:r></w:hyperlink><w:r><w:tab/>"
+            "<w:t>&amp; fin.</w:t></w:r></w:p><w:p><w:ins><w:r><w:t>Nuevo</w:t></w:r></w:ins></w:p>"
+            "</w:body></w:document>")
+OFFICE_XML_SEEDS = {
+    "word.xml": "\x00" + WORD_XML,
+    "slide.xml": "\x01<p:sld><a:p><a:r><a:rPr lang=\"es\"/><a:t>Hola </a:t></a:r><a:r>"
+                 "<a:rPr i=\"1\"/><a:t>mundo</a:t></a:r><a:br/><a:endParaRPr/></a:p></p:sld>",
+    "strings.xml": "\x02<sst><si><t>Uno</t></si><si><r><t>Dos </t></r><r><rPr><b/></rPr><t>tres"
+                   "</t></r></si></sst>",
+    "content.xml": "\x03<office:text><text:h>T\u00edtulo</text:h><text:p>Vi<text:s text:c=\"2\"/>la "
+                   "<text:span text:style-name=\"T1\">casa</text:span> y <text:a xlink:href=\"x\">"
+                   "el r\u00edo</text:a>.<text:line-break/></text:p></office:text>",
+}
+
+
+def zip_bytes(entries):
+    """A zip archive of (name, text, stored) entries, with a fixed date: the same bytes each run."""
+    import io
+    import zipfile
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for name, text, stored in entries:
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
+            z.writestr(info, text.encode("utf-8"))
+    return out.getvalue()
+
+
+# document_zip: a byte that picks the format (0 .docx, 1 .pptx, 2 .xlsx, 3 .odt, 4 .odp, 5 .epub;
+# server/documents/office.cc's order), then the file (document_zip_fuzz.cc).
+ZIP_SEEDS = {
+    "a.docx": b"\x00" + zip_bytes([("[Content_Types].xml", "<Types/>", False),
+                                   ("word/document.xml", WORD_XML, False)]),
+    "a.xlsx": b"\x02" + zip_bytes([("xl/workbook.xml", "<workbook/>", False),
+                                   ("xl/sharedStrings.xml", OFFICE_XML_SEEDS["strings.xml"][1:],
+                                    False)]),
+    "a.odt": b"\x03" + zip_bytes([("mimetype", "application/vnd.oasis.opendocument.text", True),
+                                  ("content.xml", OFFICE_XML_SEEDS["content.xml"][1:], False)]),
+    "a.epub": b"\x05" + zip_bytes([("mimetype", "application/epub+zip", True),
+                                   ("META-INF/container.xml", "<container/>", False),
+                                   ("c1.xhtml", "<html><body><p>Hola <b>mundo</b>.</p></body>"
+                                    "</html>", False)]),
+}
+
+INLINE_TAG_SEEDS = {
+    "nested": "Vi <b>la <i>casa</i></b> y <a href=\"x?a=1&amp;b=2\">el r&#237;o</a>.<br/>",
+    "placeholders": "<x0/>Hola <g1>mundo</g1> &lt;3 <g3>fin</g4></g3> <g2>",
+    "unclosed": "</i>texto <b>sin cerrar &amp &#xZZ; <img src=a>",
+}
+
+
+def fill_with(seeds):
+    def fill(directory):
+        for name, data in seeds.items():
+            write(directory, name, data if isinstance(data, bytes) else data.encode("utf-8"))
+    return fill
+
+
 def document_seeds(target):
     def fill(directory):
         for name, text in DOCUMENT_SEEDS[target].items():
@@ -339,7 +402,10 @@ def main():
     scratch = os.path.join(corpus, ".scratch")
     for target, fill in [("model_file", None), ("request", request_seeds),
                          ("tokenizer", tokenizer_seeds), ("batch_formats", batch_seeds),
-                         ("multipart", multipart_seeds)] + \
+                         ("multipart", multipart_seeds),
+                         ("office_xml", fill_with(OFFICE_XML_SEEDS)),
+                         ("document_zip", fill_with(ZIP_SEEDS)),
+                         ("inline_tags", fill_with(INLINE_TAG_SEEDS))] + \
             [(target, document_seeds(target)) for target in DOCUMENT_SEEDS]:
         directory = os.path.join(corpus, target)
         shutil.rmtree(directory, ignore_errors=True)

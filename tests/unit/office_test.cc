@@ -114,11 +114,23 @@ TEST(XmlParagraphsTest, OpenDocumentSpansLinksAndSpaces) {
       "</text:note></text:p></office:text>");
 }
 
-TEST(XmlParagraphsTest, EntityDeclarationsAreNotExpanded) {
+TEST(XmlParagraphsTest, InlineStringsOfASheet) {
+  constexpr absl::string_view kSheet =
+      "<sheetData><row><c r=\"A1\" t=\"inlineStr\"><is><t>Hola</t></is></c><c r=\"B1\"><f>A2*2</f>"
+      "<v>4</v></c></row></sheetData>";
+  EXPECT_THAT(Read(kSheet, SpreadsheetDialect()), ElementsAre("Hola"));
+  EXPECT_EQ(Write(kSheet, SpreadsheetDialect(), {"Hello"}),
+            "<sheetData><row><c r=\"A1\" t=\"inlineStr\"><is><t xml:space=\"preserve\">Hello</t>"
+            "</is></c><c r=\"B1\"><f>A2*2</f><v>4</v></c></row></sheetData>");
+}
+
+TEST(XmlParagraphsTest, ADtdIsRefusedAndNeverExpanded) {
   constexpr absl::string_view kLaughs =
       "<?xml version=\"1.0\"?><!DOCTYPE w [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b \"&a;&a;&a;&a;\">]>"
       "<w:document><w:p><w:r><w:t>Hola &b;</w:t></w:r></w:p></w:document>";
-  EXPECT_THAT(Read(kLaughs, WordDialect()), ElementsAre("Hola &amp;b;"));
+  auto texts = ReadXmlParagraphs(kLaughs, WordDialect(), "word/document.xml");
+  ASSERT_FALSE(texts.ok());
+  EXPECT_THAT(texts.status().message(), HasSubstr("word/document.xml declares a DTD"));
 }
 
 TEST(XmlParagraphsTest, BadXmlIsAClearError) {

@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "server/documents/document.h"
+#include "server/files/read_document.h"
 #include "server/file_api/translate_file.h"
 #include "server/glossaries/glossary_store.h"
 #include "server/grpc/glossary_service.h"

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/documents/markdown.h"
-#include "server/documents/office.h"
 #include "server/documents/segments.h"
 #include "server/documents/subtitles.h"
 #include "server/text/html_text.h"
@@ -29,8 +28,9 @@ constexpr FormatName kFormats[] = {
     {".htm", Format::kHtml},
 };
 
-// ".md" for "notes/README.MD"; empty when the name has no extension.
-std::string Extension(absl::string_view file_name) {
+}  // namespace
+
+std::string DocumentExtension(absl::string_view file_name) {
   const size_t slash = file_name.find_last_of("/\\");
   if (slash != absl::string_view::npos) file_name.remove_prefix(slash + 1);
   const size_t dot = file_name.rfind('.');
@@ -38,7 +38,9 @@ std::string Extension(absl::string_view file_name) {
   return absl::AsciiStrToLower(file_name.substr(dot));
 }
 
-std::string FormatList() { return absl::StrJoin(SupportedDocumentFormats(), ", "); }
+namespace {
+
+std::string FormatList() { return absl::StrJoin(TextDocumentFormats(), ", "); }
 
 // Each non-blank line is a segment, its blanks at both ends outside it.
 void ReadPlainText(absl::string_view source, size_t from, SegmentBuilder* out) {
@@ -139,17 +141,16 @@ absl::StatusOr<std::unique_ptr<Document>> ReadSegmented(Format format, std::stri
 
 }  // namespace
 
-std::vector<std::string> SupportedDocumentFormats() {
+std::vector<std::string> TextDocumentFormats() {
   std::vector<std::string> out;
   for (const FormatName& f : kFormats) out.push_back(f.extension);
-  for (const std::string& extension : OfficeFormats()) out.push_back(extension);
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<Document>> ReadDocument(absl::string_view file_name,
-                                                       std::string bytes,
-                                                       const DocumentLimits& limits) {
-  const std::string extension = Extension(file_name);
+absl::StatusOr<std::unique_ptr<Document>> ReadTextDocument(absl::string_view file_name,
+                                                           std::string bytes,
+                                                           const DocumentLimits& limits) {
+  const std::string extension = DocumentExtension(file_name);
   if (extension == ".pdf") {
     return absl::InvalidArgumentError(
         absl::StrCat("PDF is not supported; supported formats: ", FormatList()));
@@ -158,9 +159,7 @@ absl::StatusOr<std::unique_ptr<Document>> ReadDocument(absl::string_view file_na
   for (const FormatName& f : kFormats) {
     if (extension == f.extension) format = &f;
   }
-  const std::vector<std::string>& office = OfficeFormats();
-  const bool is_office = std::find(office.begin(), office.end(), extension) != office.end();
-  if (format == nullptr && !is_office) {
+  if (format == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("unsupported file format ", extension.empty() ? "(no extension)" : extension,
                      " in \"", file_name, "\"; supported formats: ", FormatList()));
@@ -170,7 +169,6 @@ absl::StatusOr<std::unique_ptr<Document>> ReadDocument(absl::string_view file_na
                                                    " bytes, more than the limit of ",
                                                    limits.max_bytes, ": send it in parts"));
   }
-  if (is_office) return ReadOfficeDocument(extension, std::move(bytes), limits);
   if (!IsValidUtf8(bytes)) {
     // Subtitles and text from Windows programs are often UTF-16, which starts with its BOM.
     const bool utf16 = absl::StartsWith(bytes, "\xFF\xFE") || absl::StartsWith(bytes, "\xFE\xFF");

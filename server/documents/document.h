@@ -54,15 +54,19 @@ class Document {
   std::vector<std::string> texts_;
 };
 
-// Reads `bytes` as the format its file name's extension (case-insensitive) names.
-// INVALID_ARGUMENT with a message for a client for: an unsupported extension or PDF (naming the
-// supported formats), bytes that are not UTF-8, a file over the limits.
-absl::StatusOr<std::unique_ptr<Document>> ReadDocument(absl::string_view file_name,
-                                                       std::string bytes,
-                                                       const DocumentLimits& limits = {});
+// Reads `bytes` as the text format its file name's extension (case-insensitive) names.
+// INVALID_ARGUMENT with a message for a client for: another extension or PDF (naming the text
+// formats), bytes that are not UTF-8, a file over the limits. Every format, office documents
+// included: ReadDocument (server/files/read_document.h).
+absl::StatusOr<std::unique_ptr<Document>> ReadTextDocument(absl::string_view file_name,
+                                                           std::string bytes,
+                                                           const DocumentLimits& limits = {});
 
-// The extensions ReadDocument reads: ".txt", ".md", ...
-std::vector<std::string> SupportedDocumentFormats();
+// The extensions ReadTextDocument reads: ".txt", ".md", ...
+std::vector<std::string> TextDocumentFormats();
+
+// ".md" for "notes/README.MD"; empty when the name has no extension.
+std::string DocumentExtension(absl::string_view file_name);
 
 }  // namespace glossa::server
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/common/status_util.h"
-#include "server/documents/document.h"
+#include "server/files/read_document.h"
 #include "server/file_api/multipart.h"
 #include "server/http_api/http_api.h"
 #include "server/request/routing.h"

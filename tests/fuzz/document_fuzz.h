@@ -14,7 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "fuzz_util.h"
-#include "server/documents/document.h"
+#include "server/files/read_document.h"
 
 namespace glossa::fuzz {
 

@@ -1,4 +1,4 @@
-// Fuzzes the office formats' reader (server/documents/office.h, archive.h). Input: a byte that
+// Fuzzes the office formats' reader (server/files/office.h, archive.h). Input: a byte that
 // picks the format (.docx, .pptx, .xlsx, .odt, .odp, .epub), then the file. Checks: a refusal is
 // INVALID_ARGUMENT with a message; an accepted file is written back byte for byte when each
 // segment is its own translation, and with other translations as a file that reads again as the
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "server/documents/document.h"
-#include "server/documents/office.h"
+#include "server/files/read_document.h"
+#include "server/files/office.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

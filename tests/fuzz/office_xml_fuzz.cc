@@ -1,4 +1,4 @@
-// Fuzzes the paragraphs of office XML (server/documents/xml_paragraphs.h). Input: a byte that
+// Fuzzes the paragraphs of office XML (server/files/xml_paragraphs.h). Input: a byte that
 // picks the dialect (Word, DrawingML, shared strings, OpenDocument), then the XML. Checks: a
 // refusal is INVALID_ARGUMENT with a message; an accepted part is written back byte for byte when
 // each text is its own translation; translations that move, drop, repeat and make up
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "server/documents/xml_paragraphs.h"
+#include "server/files/xml_paragraphs.h"
 #include "server/text/placeholders.h"
 
 namespace {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/documents/document.h"
+#include "server/files/read_document.h"
 #include "text/inline_tags.h"
 
 namespace glossa::server {

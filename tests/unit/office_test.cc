@@ -1,4 +1,4 @@
-// Office documents: zip archives (server/documents/archive.h), the paragraphs of their XML
+// Office documents: zip archives (server/files/archive.h), the paragraphs of their XML
 // (xml_paragraphs.h) and the formats (office.h), with hand-made files.
 #include <string>
 #include <vector>
@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/documents/archive.h"
-#include "server/documents/document.h"
-#include "server/documents/xml_paragraphs.h"
+#include "server/files/archive.h"
+#include "server/files/read_document.h"
+#include "server/files/xml_paragraphs.h"
 
 namespace glossa::server {
 namespace {

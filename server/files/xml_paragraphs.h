@@ -8,12 +8,12 @@
 //
 // Two shapes of paragraph:
 //  - runs (Office Open XML: Word's w:p of w:r, PowerPoint's a:p of a:r, Excel's shared strings'
-//    si of r, and a sheet's inline strings, is): each run's properties (w:rPr: bold, italic, font, ...) are its formatting. The
-//    paragraph's most used formatting is its base; text in another formatting is an element
-//    <gN> (consecutive runs of one formatting are one element); a hyperlink is an element
-//    around its runs; anything else in a run or a paragraph (a tab, a break, a drawing, a
-//    bookmark, a field) is an empty element that keeps its place. Written back, each piece of
-//    text is a run with its element's properties.
+//    si of r, and a sheet's inline strings, is): each run's properties (w:rPr: bold, italic, font,
+//    ...) are its formatting. The paragraph's most used formatting is its base; text in another
+//    formatting is an element <gN> (consecutive runs of one formatting are one element); a
+//    hyperlink is an element around its runs; anything else in a run or a paragraph (a tab, a
+//    break, a drawing, a bookmark, a field) is an empty element that keeps its place. Written back,
+//    each piece of text is a run with its element's properties.
 //  - mixed content (OpenDocument's text:p and text:h): text with text:span and text:a around
 //    parts of it (elements), and other elements (text:s, text:tab, frames) kept as empty ones.
 // A paragraph holding what cannot be rewritten as runs (tracked changes, content controls,
@@ -21,8 +21,8 @@
 // text alone. The XML outside the paragraphs that change is written back as pugixml writes it
 // (the same XML: attribute quotes and character escapes may differ from the source bytes), and a
 // part in which nothing changes comes back byte for byte.
-#ifndef GLOSSA_SERVER_DOCUMENTS_XML_PARAGRAPHS_H_
-#define GLOSSA_SERVER_DOCUMENTS_XML_PARAGRAPHS_H_
+#ifndef GLOSSA_SERVER_FILES_XML_PARAGRAPHS_H_
+#define GLOSSA_SERVER_FILES_XML_PARAGRAPHS_H_
 
 #include <string>
 #include <vector>
@@ -66,4 +66,4 @@ absl::StatusOr<std::string> WriteXmlParagraphs(absl::string_view xml, const XmlD
 
 }  // namespace glossa::server
 
-#endif  // GLOSSA_SERVER_DOCUMENTS_XML_PARAGRAPHS_H_
+#endif  // GLOSSA_SERVER_FILES_XML_PARAGRAPHS_H_

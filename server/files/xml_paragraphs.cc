@@ -1,4 +1,4 @@
-#include "server/documents/xml_paragraphs.h"
+#include "server/files/xml_paragraphs.h"
 
 #include <algorithm>
 #include <map>

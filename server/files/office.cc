@@ -1,12 +1,12 @@
-#include "server/documents/office.h"
+#include "server/files/office.h"
 
 #include <regex>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/documents/archive.h"
-#include "server/documents/xml_paragraphs.h"
+#include "server/files/archive.h"
+#include "server/files/xml_paragraphs.h"
 
 namespace glossa::server {
 namespace {
@@ -130,7 +130,7 @@ absl::StatusOr<std::unique_ptr<Document>> ReadOfficeDocument(absl::string_view e
     if (!std::regex_match(entry.name, parts)) continue;
     std::unique_ptr<Document> part;
     if (format->dialect == nullptr) {
-      auto html = ReadDocument("part.html", entry.data, limits);
+      auto html = ReadTextDocument("part.html", entry.data, limits);
       if (!html.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": ", entry.name, ": ", html.status().message()));

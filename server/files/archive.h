@@ -7,8 +7,8 @@
 // the thousands); an entry that inflates to other than its declared size is refused. Writing
 // keeps the entries' order, names and compression (stored stays stored: an e-book's and an
 // OpenDocument's "mimetype" must be first and stored).
-#ifndef GLOSSA_SERVER_DOCUMENTS_ARCHIVE_H_
-#define GLOSSA_SERVER_DOCUMENTS_ARCHIVE_H_
+#ifndef GLOSSA_SERVER_FILES_ARCHIVE_H_
+#define GLOSSA_SERVER_FILES_ARCHIVE_H_
 
 #include <cstdint>
 #include <string>
@@ -42,4 +42,4 @@ absl::StatusOr<std::string> WriteArchive(const std::vector<ArchiveEntry>& entrie
 
 }  // namespace glossa::server
 
-#endif  // GLOSSA_SERVER_DOCUMENTS_ARCHIVE_H_
+#endif  // GLOSSA_SERVER_FILES_ARCHIVE_H_

@@ -1,4 +1,4 @@
-#include "server/documents/archive.h"
+#include "server/files/archive.h"
 
 #include <zip.h>
 

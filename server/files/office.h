@@ -8,8 +8,8 @@
 //           numbers and formulas stay
 //   .odt .odp  content.xml (OpenDocument's paragraphs and headings)
 //   .epub   every .xhtml/.html/.htm entry
-#ifndef GLOSSA_SERVER_DOCUMENTS_OFFICE_H_
-#define GLOSSA_SERVER_DOCUMENTS_OFFICE_H_
+#ifndef GLOSSA_SERVER_FILES_OFFICE_H_
+#define GLOSSA_SERVER_FILES_OFFICE_H_
 
 #include <memory>
 #include <string>
@@ -33,4 +33,4 @@ absl::StatusOr<std::unique_ptr<Document>> ReadOfficeDocument(absl::string_view e
 
 }  // namespace glossa::server
 
-#endif  // GLOSSA_SERVER_DOCUMENTS_OFFICE_H_
+#endif  // GLOSSA_SERVER_FILES_OFFICE_H_

@@ -39,6 +39,11 @@ ABSL_FLAG(bool, alignment, false,
           "(space-separated) after a tab");
 ABSL_FLAG(bool, stream, false, "Use TranslateStream: print text pieces as they are decoded");
 ABSL_FLAG(bool, list, false, "List the server's models and exit");
+ABSL_FLAG(std::string, document, "",
+          "Translate this file (.docx, .pptx, .xlsx, .odt, .odp, .epub, .html, .srt, .vtt, .md, "
+          ".txt) with TranslateDocument, its formatting kept, and write the translation beside "
+          "it, named as LibreTranslate names it (report.docx -> report.en.docx), or to --output");
+ABSL_FLAG(std::string, output, "", "With --document: the file to write");
 ABSL_FLAG(bool, health, false, "Check the server's health (exit 0 when SERVING) and exit");
 ABSL_FLAG(std::string, service, "", "With --health: the service or model name to check");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline of each call");
@@ -170,6 +175,34 @@ int Translate(v1::Translator::Stub& stub, const std::string& text) {
   return status.ok() ? 0 : Fail(status);
 }
 
+int TranslateDocument(v1::Translator::Stub& stub, const std::string& path) {
+  v1::TranslateDocumentRequest request;
+  request.set_content(ReadFile(path));
+  request.set_file_name(path);
+  request.set_model(absl::GetFlag(FLAGS_model));
+  request.set_source_language(absl::GetFlag(FLAGS_source_language));
+  request.set_target_language(absl::GetFlag(FLAGS_target_language));
+  grpc::ClientContext context;
+  SetDeadline(context);
+  v1::TranslateDocumentResponse response;
+  const grpc::Status status = stub.TranslateDocument(&context, request, &response);
+  if (!status.ok()) return Fail(status);
+  std::string output = absl::GetFlag(FLAGS_output);
+  if (output.empty()) {
+    const size_t slash = path.find_last_of('/');
+    output = (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + response.file_name();
+  }
+  std::ofstream out(output, std::ios::binary);
+  out << response.content();
+  if (!out.flush()) {
+    std::cerr << "glossa-client: cannot write '" << output << "'\n";
+    return 2;
+  }
+  std::cout << output << "\t" << response.segments() << " segments from "
+            << response.source_language() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,6 +223,9 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_health)) return Health(channel);
   auto stub = v1::Translator::NewStub(channel);
   if (absl::GetFlag(FLAGS_list)) return List(*stub);
+  if (const std::string path = absl::GetFlag(FLAGS_document); !path.empty()) {
+    return TranslateDocument(*stub, path);
+  }
   int rc = 0;
   if (args.size() > 1) {
     for (size_t i = 1; i < args.size(); ++i) rc |= Translate(*stub, args[i]);

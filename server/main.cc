@@ -152,7 +152,12 @@ ABSL_FLAG(int, req_limit, -1,
           "address) on /translate and /detect, then 429 'Slowdown'; -1: none");
 ABSL_FLAG(int64_t, max_file_mb, 20,
           "LibreTranslate's POST /translate_file: the largest file accepted, in MiB (a 413 past "
-          "it); its formats are .txt, .md/.markdown, .srt, .vtt, .html/.htm");
+          "it) and gRPC's TranslateDocument (whose message is also within --max_message_bytes); "
+          "the formats are .txt, .md/.markdown, .srt, .vtt, .html/.htm, .docx, .pptx, .xlsx, "
+          ".odt, .odp, .epub");
+ABSL_FLAG(int, max_documents, 4,
+          "gRPC's TranslateDocument: the most files translated at once, each on a thread of its "
+          "own (RESOURCE_EXHAUSTED beyond)");
 ABSL_FLAG(absl::Duration, file_keep, absl::Minutes(30),
           "How long a translated file stays at its /download_file/<name> link");
 ABSL_FLAG(int64_t, file_keep_mb, 256,
@@ -171,6 +176,10 @@ using glossa::server::BuildInfo;
 using glossa::server::DefaultCacheBytes;
 using glossa::server::FileApi;
 using glossa::server::FileApiOptions;
+using glossa::server::RpcRecord;
+using glossa::server::DocumentOptions;
+using glossa::server::DocumentTranslator;
+using glossa::server::TranslatedDocument;
 using glossa::server::GlossaryServiceImpl;
 using glossa::server::GlossaryStore;
 using glossa::server::HttpApi;
@@ -505,15 +514,43 @@ struct HttpFront {
   std::unique_ptr<HttpServer> server;
 };
 
+// Files (/translate_file, TranslateDocument): their size and how their segments are sent.
+DocumentOptions DocumentOptionsFromFlags() {
+  DocumentOptions options;
+  options.max_file_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_file_mb)) << 20;
+  options.batch_texts = std::max(1, std::min(64, absl::GetFlag(FLAGS_max_texts_per_request)));
+  options.timeout = absl::GetFlag(FLAGS_http_translate_timeout);
+  return options;
+}
+
+// gRPC's TranslateDocument, done by `translator` (server/file_api/ is a room above the service).
+void ServeDocuments(TranslatorService* service, const DocumentTranslator* translator) {
+  service->SetDocumentHandler(
+      [translator](const glossa::v1::TranslateDocumentRequest& r, absl::Time deadline,
+                   RpcRecord* record) -> absl::StatusOr<glossa::v1::TranslateDocumentResponse> {
+        GLOSSA_ASSIGN_OR_RETURN(
+            TranslatedDocument t,
+            translator->Translate({r.file_name(), r.content(), r.source_language(),
+                                   r.target_language(), r.model()},
+                                  deadline, record));
+        glossa::v1::TranslateDocumentResponse out;
+        out.set_content(std::move(t.bytes));
+        out.set_file_name(std::move(t.file_name));
+        out.set_source_language(std::move(t.source));
+        out.set_segments(static_cast<int32_t>(t.segments));
+        return out;
+      },
+      std::max(1, absl::GetFlag(FLAGS_max_documents)));
+}
+
 // LibreTranslate's file API, its routes handed to `api` (server/file_api/ is a room above it).
 std::unique_ptr<FileApi> NewFileApi(const TranslatorService* service, HttpApi* api) {
   FileApiOptions options;
   options.max_file_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_file_mb)) << 20;
   options.keep = absl::GetFlag(FLAGS_file_keep);
   options.keep_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_file_keep_mb)) << 20;
-  options.batch_texts = std::max(1, std::min(64, absl::GetFlag(FLAGS_max_texts_per_request)));
-  options.timeout = absl::GetFlag(FLAGS_http_translate_timeout);
-  auto files = std::make_unique<FileApi>(service, &api->libre_limits(), options);
+  auto files = std::make_unique<FileApi>(service, &api->libre_limits(), options,
+                                         DocumentOptionsFromFlags());
   api->SetFileApi([files = files.get()](const HttpRequest& request) {
     return files->Handle(request);
   }, glossa::server::SupportedDocumentFormats());
@@ -679,6 +716,8 @@ int main(int argc, char** argv) {
   auto glossaries = OpenGlossaries(service);
   if (!glossaries.ok()) return Fail(glossaries.status());
   service.SetPivotLanguage(absl::GetFlag(FLAGS_pivot_language));
+  const DocumentTranslator documents(&service, DocumentOptionsFromFlags());
+  ServeDocuments(&service, &documents);
   auto http = StartHttp(&service, glossaries->get(), line.http_listen_given);
   if (!http.ok()) return Fail(http.status());
   GlossaryServiceImpl glossary_service(glossaries->get(), &service);

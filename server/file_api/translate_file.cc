@@ -10,20 +10,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/common/status_util.h"
-#include "server/files/read_document.h"
 #include "server/file_api/multipart.h"
 #include "server/http_api/http_api.h"
-#include "server/request/routing.h"
-#include "server/text/language_detector.h"
-#include "server/text/placeholders.h"
 #include "util/status_macros.h"
 
 namespace glossa::server {
 namespace {
 
 constexpr absl::string_view kDownloadPrefix = "/download_file/";
-// Detection reads this much of a document's text: enough for CLD2, bounded for a large file.
-constexpr size_t kDetectBytes = 256 << 10;
 
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("Invalid request: ", what));
@@ -57,18 +51,6 @@ std::string LinkHost(const std::string& host) {
   return ok ? host : "127.0.0.1";
 }
 
-// The text "auto" detects from: the segments, one a line, up to kDetectBytes (whole segments,
-// so the text stays UTF-8), without their placeholders.
-std::string DetectionText(const std::vector<std::string>& segments, bool inline_tags) {
-  std::string out;
-  for (const std::string& segment : segments) {
-    const std::string text = inline_tags ? PlainText(segment) : segment;
-    if (!out.empty() && out.size() + text.size() > kDetectBytes) break;
-    absl::StrAppend(&out, out.empty() ? "" : "\n", text);
-  }
-  return out;
-}
-
 // Content-Disposition for a download: the name in ASCII ('_' for other bytes, quotes and
 // backslashes), and in UTF-8 as RFC 6266's filename* when it differs.
 std::string Disposition(const std::string& file_name) {
@@ -94,14 +76,6 @@ absl::string_view Extension(absl::string_view name) {
 }
 
 }  // namespace
-
-std::string TranslatedFileName(absl::string_view file_name, absl::string_view target) {
-  const size_t slash = file_name.find_last_of("/\\");
-  if (slash != absl::string_view::npos) file_name = file_name.substr(slash + 1);
-  const size_t dot = file_name.rfind('.');
-  if (dot == absl::string_view::npos || dot == 0) return absl::StrCat(file_name, ".", target);
-  return absl::StrCat(file_name.substr(0, dot), ".", target, file_name.substr(dot));
-}
 
 std::string ContentTypeFor(absl::string_view file_name) {
   const std::string ext = absl::AsciiStrToLower(Extension(file_name));
@@ -146,47 +120,6 @@ HttpResponse FileApi::Download(absl::string_view name) {
   return response;
 }
 
-absl::StatusOr<std::vector<std::string>> FileApi::TranslateSegments(
-    const std::vector<std::string>& texts, bool inline_tags, const std::string& source,
-    const std::string& target, RpcRecord* record) const {
-  std::vector<std::string> out;
-  out.reserve(texts.size());
-  size_t next = 0;
-  while (next < texts.size()) {
-    v1::TranslateRequest request;
-    request.set_source_language(source);
-    request.set_target_language(target);
-    request.set_split_sentences(true);  // as /translate's format=text
-    const size_t first = next;
-    int64_t bytes = 0;
-    while (next < texts.size() && request.texts_size() < options_.batch_texts &&
-           (request.texts_size() == 0 ||
-            bytes + static_cast<int64_t>(texts[next].size()) <= options_.batch_bytes)) {
-      bytes += static_cast<int64_t>(texts[next].size());
-      request.add_texts(texts[next++]);
-    }
-    // Placeholder texts hold tags or escaped characters only where they have markup.
-    for (const std::string& text : request.texts()) {
-      if (inline_tags && text.find_first_of("<&") != std::string::npos) {
-        request.set_inline_tags(true);
-      }
-    }
-    auto response = TranslateAndWait(*service_, request, options_.timeout, record);
-    if (!response.ok()) {
-      // The service's message counts texts within one request: name the file's segments.
-      return absl::Status(response.status().code(),
-                          absl::StrCat("segments ", first + 1, " to ", next, " of the file: ",
-                                       response.status().message()));
-    }
-    for (int k = 0; k < response->translations_size(); ++k) {
-      const v1::Translation& t = response->translations(k);
-      out.push_back(t.hypotheses_size() > 0 ? t.hypotheses(0).text() : std::string());
-    }
-  }
-  if (out.size() != texts.size()) return absl::InternalError("a translation is missing");
-  return out;
-}
-
 HttpResponse FileApi::TranslateFile(const HttpRequest& http) {
   RpcRecord record(service_->metrics(), Method::kHttpTranslateFile);
   int error_status = 0;  // an HTTP status that no absl code gives (413), else 0
@@ -207,29 +140,10 @@ HttpResponse FileApi::TranslateFile(const HttpRequest& http) {
       return Invalid(absl::StrCat("the file is ", r.file->data.size(), " bytes; the limit is ",
                                   options_.max_file_bytes));
     }
-    DocumentLimits document_limits;
-    document_limits.max_bytes = options_.max_file_bytes;
-    GLOSSA_ASSIGN_OR_RETURN(
-        const std::unique_ptr<Document> document,
-        ReadDocument(r.file->file_name, std::string(r.file->data), document_limits));
-    std::string source = r.source;
-    if (source == "auto") {
-      const std::set<std::string> candidates = AutoCandidates(
-          service_->registry(), "", r.target, service_->pivot_language());
-      if (candidates.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(QuoteForMessage(r.target), " is not supported"));
-      }
-      GLOSSA_ASSIGN_OR_RETURN(const DetectedLanguage detected,
-                              DetectAmong(DetectionText(document->texts(), document->inline_tags()), candidates));
-      source = detected.language;
-    }
-    GLOSSA_RETURN_IF_ERROR(CheckLibrePair(*service_, source, r.target));
-    GLOSSA_ASSIGN_OR_RETURN(const std::vector<std::string> translations,
-                            TranslateSegments(document->texts(), document->inline_tags(),
-                                              source, r.target, &record));
-    GLOSSA_ASSIGN_OR_RETURN(std::string written, document->Write(translations));
-    auto name = store_.Put({TranslatedFileName(r.file->file_name, r.target), std::move(written)},
+    const DocumentJob job{r.file->file_name, std::string(r.file->data), r.source, r.target, ""};
+    GLOSSA_ASSIGN_OR_RETURN(TranslatedDocument translated,
+                            translator_.Translate(job, absl::InfiniteFuture(), &record));
+    auto name = store_.Put({std::move(translated.file_name), std::move(translated.bytes)},
                            absl::Now());
     if (!name.ok()) {
       // Larger than all the store keeps (--file_keep_mb): the file's size, not the client's rate.

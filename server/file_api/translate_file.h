@@ -1,4 +1,4 @@
-// LibreTranslate's file API over the documents layer (server/documents/document.h):
+// LibreTranslate's file API over DocumentTranslator (document_translator.h):
 //   POST /translate_file  multipart/form-data: file (with its filename), source (a code or
 //                         "auto"), target, api_key
 //                         -> {"translatedFileUrl": "http://HOST/download_file/<name>"}
@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/file_api/document_translator.h"
 #include "server/file_api/file_store.h"
 #include "server/grpc/service.h"
 #include "server/http/http_server.h"
@@ -28,18 +29,17 @@ struct FileApiOptions {
   int64_t max_file_bytes = 20 << 20;  // an upload's file (--max_file_mb); larger: 413
   absl::Duration keep = absl::Minutes(30);  // how long a translated file can be downloaded
   int64_t keep_bytes = 256 << 20;     // translated files kept in all; the oldest go first
-  int batch_texts = 64;               // segments per translation request (<= max texts)
-  int64_t batch_bytes = 32 << 10;     // and their bytes (a longer segment goes alone)
-  absl::Duration timeout = absl::Seconds(120);  // one translation request's deadline
 };
 
 class FileApi {
  public:
   // service and limits (the rate limiter /translate uses) must outlive the API.
-  FileApi(const TranslatorService* service, const LibreLimits* limits, FileApiOptions options)
+  FileApi(const TranslatorService* service, const LibreLimits* limits, FileApiOptions options,
+          DocumentOptions documents)
       : service_(service),
         limits_(limits),
         options_(options),
+        translator_(service, documents),
         store_(options.keep, options.keep_bytes) {}
 
   // POST /translate_file and GET /download_file/<name>.
@@ -50,23 +50,14 @@ class FileApi {
  private:
   HttpResponse TranslateFile(const HttpRequest& request);
   HttpResponse Download(absl::string_view name);
-  // The translations of `texts`, in order, from `source` into `target`; inline_tags: they
-  // carry placeholders (Document::inline_tags).
-  absl::StatusOr<std::vector<std::string>> TranslateSegments(const std::vector<std::string>& texts,
-                                                             bool inline_tags,
-                                                             const std::string& source,
-                                                             const std::string& target,
-                                                             RpcRecord* record) const;
 
   const TranslatorService* service_;
   const LibreLimits* limits_;
   const FileApiOptions options_;
+  const DocumentTranslator translator_;
   FileStore store_;
 };
 
-// The name LibreTranslate gives a translated file: the target code before the extension
-// ("notes.es.srt", "en" -> "notes.es.en.srt"; "README" -> "README.en"), without any folder.
-std::string TranslatedFileName(absl::string_view file_name, absl::string_view target);
 // The Content-Type a download of `file_name` is sent with, by its extension.
 std::string ContentTypeFor(absl::string_view file_name);
 

@@ -535,6 +535,55 @@ grpc::ServerUnaryReactor* TranslatorService::ListModels(grpc::CallbackServerCont
   return reactor;
 }
 
+absl::StatusOr<v1::TranslateDocumentRequest> TranslatorService::ParseDocument(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer) const {
+  if (draining_.load()) return absl::UnavailableError("the server is shutting down");
+  if (absl::Status auth = Authenticate(context); !auth.ok()) return auth;
+  if (!buffer.Valid()) return absl::CancelledError("the call ended before its request arrived");
+  grpc::Slice slice;
+  v1::TranslateDocumentRequest request;
+  if (!buffer.DumpToSingleSlice(&slice).ok() ||
+      !request.ParseFromArray(slice.begin(), static_cast<int>(slice.size()))) {
+    return absl::InvalidArgumentError(
+        "the request is not a valid glossa.v1.TranslateDocumentRequest");
+  }
+  if (!document_handler_) {
+    return absl::UnimplementedError("this server was started without document translation");
+  }
+  return request;
+}
+
+grpc::ServerUnaryReactor* TranslatorService::TranslateDocument(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  auto record = std::make_shared<RpcRecord>(metrics_, Method::kTranslateDocument);
+  auto* reactor = context->DefaultReactor();
+  absl::StatusOr<v1::TranslateDocumentRequest> parsed = ParseDocument(*context, *request);
+  if (parsed.ok() && documents_in_flight_.fetch_add(1) >= max_documents_) {
+    documents_in_flight_.fetch_sub(1);
+    parsed = absl::ResourceExhaustedError(absl::StrCat(
+        "the server is translating ", max_documents_, " documents already: try again later"));
+  }
+  if (!parsed.ok()) {
+    const grpc::Status status = ToGrpcStatus(parsed.status());
+    record->Finish(status);
+    reactor->Finish(status);
+    return reactor;
+  }
+  record->SetModel(parsed->model());
+  std::thread([this, reactor, response, record, document = *std::move(parsed),
+               deadline = Deadline(context)] {
+    absl::StatusOr<v1::TranslateDocumentResponse> result =
+        document_handler_(document, deadline, record.get());
+    if (result.ok()) *response = Serialize(*result);
+    const grpc::Status status = result.ok() ? grpc::Status::OK : ToGrpcStatus(result.status());
+    record->Finish(status);
+    documents_in_flight_.fetch_sub(1);
+    reactor->Finish(status);
+  }).detach();
+  return reactor;
+}
+
 grpc::ServerGenericBidiReactor* UnknownMethodService::CreateReactor(
     grpc::GenericCallbackServerContext* context) {
   class Reactor final : public grpc::ServerGenericBidiReactor {
@@ -543,7 +592,8 @@ grpc::ServerGenericBidiReactor* UnknownMethodService::CreateReactor(
       Finish(grpc::Status(
           grpc::StatusCode::UNIMPLEMENTED,
           absl::StrCat("this server has no method ", QuoteForMessage(method, 200),
-                       "; it serves /glossa.v1.Translator/{Translate,TranslateStream,ListModels}, "
+                       "; it serves /glossa.v1.Translator/{Translate,TranslateStream,ListModels,"
+                       "TranslateDocument}, "
                        "grpc.health.v1.Health and server reflection")));
     }
     void OnDone() override { delete this; }

@@ -21,12 +21,14 @@
 namespace glossa::server {
 
 // Every method takes its request as raw bytes: Translate and TranslateStream so that invalid
-// UTF-8 gets INVALID_ARGUMENT from Glossa (see raw_request.proto), all three so that a request
+// UTF-8 gets INVALID_ARGUMENT from Glossa (see raw_request.proto), all of them so that a request
 // protobuf cannot parse gets INVALID_ARGUMENT with a message; with typed methods gRPC answers a
 // parse failure with UNIMPLEMENTED and no message.
 using TranslatorBase = v1::Translator::WithRawCallbackMethod_Translate<
     v1::Translator::WithRawCallbackMethod_TranslateStream<
-        v1::Translator::WithRawCallbackMethod_ListModels<v1::Translator::CallbackService>>>;
+        v1::Translator::WithRawCallbackMethod_ListModels<
+            v1::Translator::WithRawCallbackMethod_TranslateDocument<
+                v1::Translator::CallbackService>>>>;
 
 class TranslatorService final : public TranslatorBase {
  public:
@@ -42,6 +44,20 @@ class TranslatorService final : public TranslatorBase {
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
+  // Runs the document handler on a thread of its own (a file takes many engine requests, each
+  // waited for), at most max_documents at once: RESOURCE_EXHAUSTED beyond.
+  grpc::ServerUnaryReactor* TranslateDocument(grpc::CallbackServerContext* context,
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
+
+  // TranslateDocument's work, done in server/file_api/ (a room above this one): a file's
+  // translation by the deadline, its result told to the record. Not set: UNIMPLEMENTED.
+  using DocumentHandler = std::function<absl::StatusOr<v1::TranslateDocumentResponse>(
+      const v1::TranslateDocumentRequest&, absl::Time, RpcRecord*)>;
+  void SetDocumentHandler(DocumentHandler handler, int max_documents) {
+    document_handler_ = std::move(handler);
+    max_documents_ = max_documents;
+  }
 
   // From now on new requests get UNAVAILABLE; in-flight ones continue.
   void StartDraining() { draining_.store(true); }
@@ -103,6 +119,12 @@ class TranslatorService final : public TranslatorBase {
   absl::StatusOr<v1::ListModelsResponse> ListModels(const grpc::CallbackServerContext& context,
                                                      const grpc::ByteBuffer& request) const;
   void AddPivotPairs(v1::ListModelsResponse* response) const;
+
+  absl::StatusOr<v1::TranslateDocumentRequest> ParseDocument(
+      const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer) const;
+  DocumentHandler document_handler_;
+  int max_documents_ = 0;
+  std::atomic<int> documents_in_flight_{0};
 
   std::atomic<bool> draining_{false};
   std::string token_;

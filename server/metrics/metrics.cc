@@ -138,6 +138,8 @@ const char* MethodName(Method method) {
       return "/detect";
     case Method::kHttpTranslateFile:
       return "/translate_file";
+    case Method::kTranslateDocument:
+      return "TranslateDocument";
   }
   return "";
 }

@@ -56,15 +56,17 @@ enum class Method {
   // LibreTranslate's POST /translate_file: one file in several translation requests, so its
   // series count files and their duration, not tokens.
   kHttpTranslateFile = 8,
+  kTranslateDocument = 9,  // gRPC's file translation: counted as /translate_file is
 };
-inline constexpr int kNumMethods = 9;
+inline constexpr int kNumMethods = 10;
 // Methods that translate (they have token counts), and those of gRPC (their series exist at 0
 // from the start, as dashboards expect).
 bool IsTranslation(Method method);
 bool IsGrpc(Method method);
 inline constexpr int kNumStatusCodes = 17;  // grpc::StatusCode OK (0) .. UNAUTHENTICATED (16)
 
-// The `method` label: "Translate", "TranslateStream", "ListModels", or the HTTP path
+// The `method` label: "Translate", "TranslateStream", "ListModels", "TranslateDocument", or the
+// HTTP path
 // ("/translate", "/v1/translate", "/v1/models", "/languages", "/detect", "/translate_file").
 const char* MethodName(Method method);
 // The `code` label: the gRPC status code's name, "OK", "INVALID_ARGUMENT", ...

@@ -17,6 +17,7 @@ Run by ctest (python_office_files), or by hand from the repository root:
 import io
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -368,6 +369,71 @@ class OfficeFilesTest(OfficeFileTestCase):
         self.assertDownload(headers, "Acta Final.en.DOCX", DOCX_TYPE)
         _, headers = self.translate_bytes("cuento.epub", self.make_epub([("Uno", [line])]))
         self.assertDownload(headers, "cuento.en.epub", EPUB_TYPE)
+
+
+class TranslateDocumentTest(OfficeFileTestCase):
+    """gRPC's TranslateDocument and glossa-client --document: the file API's translation."""
+
+    def docx_with_bold(self):
+        lines = sentences(2)
+        document = docx.Document()
+        document.add_paragraph(lines[0])
+        p = document.add_paragraph()
+        for i, piece in enumerate(split_words(lines[1])):
+            p.add_run(piece).bold = i % 2 == 1
+        return docx_bytes(document)
+
+    def document(self, content, file_name, source="es", target="en"):
+        return self.translator.TranslateDocument(ts.pb.TranslateDocumentRequest(
+            content=content, file_name=file_name, source_language=source,
+            target_language=target), timeout=ts.RPC_TIMEOUT_S)
+
+    def test_grpc_translates_as_the_file_api_does(self):
+        data = self.docx_with_bold()
+        over_http, _ = self.translate_bytes("informe.docx", data)
+        for source in ("es", "auto"):
+            with self.subTest(source=source):
+                answer = self.document(data, "carpeta/informe.docx", source=source)
+                self.assertEqual(answer.file_name, "informe.en.docx")
+                self.assertEqual(answer.source_language, "es")
+                self.assertEqual(answer.segments, 2)
+                # libzip stamps each entry with the time it was written: compare the contents.
+                self.assertEqual(zip_entries(answer.content), zip_entries(over_http))
+        srt = "1\n00:00:01,000 --> 00:00:02,000\nY dijo Dios.\n"
+        answer = self.document(srt.encode(), "a.srt")
+        self.assertEqual(answer.content.decode(), srt.replace("Y dijo Dios.",
+                                                              self.libre(["Y dijo Dios."])[0]))
+
+    def test_grpc_errors(self):
+        cases = [(b"hola", "a.docx", "en", "not a zip archive"),
+                 (b"%PDF-1.4", "a.pdf", "en", "PDF is not supported"),
+                 (b"", "a.txt", "en", "empty file"),
+                 (b"Hola.", "a.txt", "zz", "not supported")]
+        for content, name, target, message in cases:
+            with self.subTest(name=name, target=target):
+                with self.assertRaises(ts.grpc.RpcError) as caught:
+                    self.document(content, name, target=target)
+                self.assertEqual(caught.exception.code(), ts.grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn(message, caught.exception.details())
+
+    def test_glossa_client_writes_the_translation_beside_the_file(self):
+        client = os.path.join(os.path.dirname(os.path.abspath(ts.SERVER)), "glossa-client")
+        data = self.docx_with_bold()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "informe.docx")
+            with open(path, "wb") as f:
+                f.write(data)
+            run = subprocess.run(
+                [client, "--server", self.server.address, "--document", path,
+                 "--source_language", "es", "--target_language", "en"],
+                capture_output=True, text=True, timeout=120)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            out = os.path.join(tmp, "informe.en.docx")
+            self.assertEqual(run.stdout, f"{out}\t2 segments from es\n")
+            with open(out, "rb") as f:
+                translated = f.read()
+        over_http, _ = self.translate_bytes("informe.docx", data)
+        self.assertEqual(zip_entries(translated), zip_entries(over_http))
 
 
 class BadOfficeFilesTest(OfficeFileTestCase):

@@ -8,7 +8,7 @@ namespace {
 
 Translation Text(const std::string& text) {
   Translation t;
-  t.hypotheses.push_back({text, -1.5f, {4, 5, 0}, {}});
+  t.hypotheses.push_back({text, -1.5f, {4, 5, 0}, {}, {}, {}});
   return t;
 }
 

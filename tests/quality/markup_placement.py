@@ -9,7 +9,14 @@ most three words. The same cases are scored as markup that cuts the sentence (th
 inside and after the element translated apart): a hit when the element's piece holds d(w); that
 row also counts the lines whose joined pieces differ from the whole line's translation.
 
-Prints JSON; exit 1 when the placement rate is below --min_rate, 77 without ../shared.
+With --server (glossa-server's binary), the same cases go through the file API as a Word
+document instead: each line a paragraph whose marked word is a bold, italic or underlined run
+(python3-docx writes it), translated by POST /translate_file on a greedy server, and read back
+with python3-docx; a hit is a paragraph whose runs in the marked formatting hold d(w) and at most
+three words.
+
+Prints JSON; exit 1 when the placement rate is below --min_rate, 77 without ../shared (or, with
+--server, without python3-docx).
 """
 import argparse
 import collections
@@ -84,6 +91,66 @@ def cases(dev, translations, d, pick=0):
     return out
 
 
+DOCX_MARKS = ["bold", "italic", "underline"]
+
+
+def start_server(binary, model):
+    """A greedy glossa-server on free ports; (process, HTTP port)."""
+    proc = subprocess.Popen([binary, "--model", model, "--listen", "127.0.0.1:0",
+                             "--http_listen", "127.0.0.1:0", "--metrics_listen", "",
+                             "--default_beam_size", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        m = re.search(r"HTTP on http://[^:]+:(\d+)/", line)
+        if m:
+            return proc, int(m.group(1))
+    raise RuntimeError("glossa-server did not start")
+
+
+def translate_docx(port, data):
+    """POST /translate_file, then the download: the translated .docx's bytes."""
+    import http.client
+    boundary = "markup-placement-7c1e"
+    body = b"".join(
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n".encode()
+        for k, v in (("source", "es"), ("target", "en")))
+    body += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+             f"filename=\"cases.docx\"\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1800)
+    conn.request("POST", "/translate_file", body,
+                 {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    answer = json.loads(conn.getresponse().read())
+    url = answer["translatedFileUrl"]
+    conn.request("GET", url[url.index("/download_file/"):])
+    return conn.getresponse().read()
+
+
+def docx_hits(server, model, test):
+    """Per case: whether the translated paragraph's marked runs hold its target."""
+    import io
+    import docx
+    document = docx.Document()
+    for i, c in enumerate(test):
+        p = document.add_paragraph()
+        before = c["before"] + (" " if c["before"] and not c["before"].endswith(" ") else "")
+        p.add_run(before)
+        setattr(p.add_run(c["inside"]), DOCX_MARKS[i % 3], True)
+        p.add_run(c["after"] if c["after"][:1] in ",.;:!?)»\"'" else " " + c["after"])
+    out = io.BytesIO()
+    document.save(out)
+    proc, port = start_server(server, model)
+    try:
+        translated = docx.Document(io.BytesIO(translate_docx(port, out.getvalue())))
+    finally:
+        proc.terminate()
+        proc.wait()
+    hits = []
+    for i, (c, p) in enumerate(zip(test, translated.paragraphs)):
+        inside = words(" ".join(r.text for r in p.runs if getattr(r, DOCX_MARKS[i % 3])))
+        hits.append(c["target"] in inside and 0 < len(inside) <= 3)
+    return hits
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--translate", required=True)
@@ -92,6 +159,8 @@ def main():
     ap.add_argument("--min_rate", type=float, default=0.0)
     ap.add_argument("--pick", type=int, default=0,
                     help="mark a line's eligible word number PICK + 1 (0: the first)")
+    ap.add_argument("--server", default="",
+                    help="glossa-server: place the marks through /translate_file in a .docx")
     args = ap.parse_args()
     corpus = os.path.join(args.shared, "corpus")
     if not os.path.exists(os.path.join(corpus, "dev.es")):
@@ -102,6 +171,21 @@ def main():
         dev = [line.rstrip("\n") for line in f]
     plain = translate(args.translate, args.model, dev)
     test = cases(dev, plain, d, args.pick)
+    if args.server:
+        try:
+            import docx  # noqa: F401
+        except ImportError:
+            print("skipped: needs python3-docx")
+            return 77
+        hits = docx_hits(args.server, args.model, test)
+        n = max(1, len(test))
+        print(json.dumps({"cases": len(test), "dev_lines": len(dev),
+                          "docx_runs_on_the_words_translating_the_marked_word":
+                              round(sum(hits) / n, 4)}, indent=1))
+        if len(test) < 50 or sum(hits) / n < args.min_rate:
+            print(f"FAILED: placement rate {sum(hits) / n:.4f} below {args.min_rate}")
+            return 1
+        return 0
     tagged = translate(args.translate, args.model, [c["tagged"] for c in test], ["--inline_tags"])
     hits = well_formed = same_text = 0
     for c, out in zip(test, tagged):

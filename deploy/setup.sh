@@ -24,12 +24,14 @@ BUILD_PACKAGES=(
 # chromium and python3-websocket: the web page test drives headless Chromium over DevTools.
 # python3-sentencepiece: the CTranslate2 side of tests/bench/peer_compare.py tokenizes with it.
 # python3-docx, python3-openpyxl, python3-ebooklib: independent writers and readers of the office
-# documents and e-books the file API test translates.
+# documents and e-books the file API test translates; LibreOffice (headless, no GUI) makes the
+# OpenDocument and PowerPoint files of that test and checks that translations open and print.
 TEST_PACKAGES=(python3-grpcio python3-protobuf python3-yaml prometheus
                podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs
                clang-14 libclang-rt-14-dev libomp-14-dev
                chromium python3-websocket python3-sentencepiece
-               python3-docx python3-openpyxl python3-ebooklib)
+               python3-docx python3-openpyxl python3-ebooklib
+               libreoffice-writer-nogui libreoffice-impress-nogui)
 
 SPM_PREFIX=${GLOSSA_SPM_PREFIX:-/opt/glossa/sentencepiece}
 SPM_VERSION=0.1.97

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "server/batch/batch_job.h"
 #include "server/batch/client/client.h"
+#include "server/batch/folders/folder_job.h"
 #include "server/batch/io/log.h"
 #include "server/batch/merge.h"
 #include "server/glossaries/glossary_formats.h"
@@ -30,6 +31,12 @@ ABSL_FLAG(std::string, server, "127.0.0.1:50051",
 ABSL_FLAG(std::string, model, "",
           "Model name (empty: the server's only model, or the one it routes the languages to)");
 ABSL_FLAG(std::string, input, "", "Input file (required): a segment per line");
+ABSL_FLAG(std::string, input_dir, "",
+          "A folder of documents instead of --input: every .docx, .pptx, .xlsx, .odt, .odp, "
+          ".epub, .html/.htm, .srt, .vtt, .md/.markdown, .txt under it (subfolders too) "
+          "translated with TranslateDocument, formatting kept, into the same path under "
+          "--output_dir; with --resume, the files already done are skipped");
+ABSL_FLAG(std::string, output_dir, "", "With --input_dir: the folder the translations go to");
 ABSL_FLAG(std::string, output, "",
           "Output file (required): a line per input line, in input order, in the input's "
           "format and line endings. Its journal is written beside it, as OUTPUT.journal");
@@ -107,6 +114,8 @@ constexpr char kUsage[] =
     "  glossa-batch --server HOST:PORT[,HOST:PORT...] --model NAME --input FILE --output FILE\n"
     "               [--concurrency N] [--resume] [--shard K/N] [--format text|tsv|jsonl]\n"
     "  glossa-batch --merge OUT SHARD_OUTPUT...\n"
+    "  glossa-batch --server HOST:PORT --input_dir DIR --output_dir OUT --target_language en\n"
+    "               [--source_language es|auto] [--concurrency N] [--resume]\n"
     "\n"
     "Progress (segments done/total, segments/s, tokens/s, ETA) and a summary go to stderr.\n"
     "Failures never leave a gap: every input line gives exactly one output line.\n"
@@ -249,6 +258,31 @@ glossa::batch::ClientOptions ClientFromFlags() {
 
 }  // namespace
 
+// --input_dir: a folder of documents (folders/folder_job.h), with the line job's exit codes.
+int RunFolder(glossa::batch::TranslatorClient& client) {
+  glossa::batch::FolderJobOptions o;
+  o.input_dir = absl::GetFlag(FLAGS_input_dir);
+  o.output_dir = absl::GetFlag(FLAGS_output_dir);
+  o.concurrency = absl::GetFlag(FLAGS_concurrency);
+  o.resume = absl::GetFlag(FLAGS_resume);
+  o.progress_interval = absl::GetFlag(FLAGS_progress_interval);
+  o.settings = absl::StrCat("model=", absl::GetFlag(FLAGS_model),
+                            " source=", absl::GetFlag(FLAGS_source_language),
+                            " target=", absl::GetFlag(FLAGS_target_language));
+  using Result = glossa::batch::FolderJobResult;
+  switch (glossa::batch::RunFolderJob(o, client).outcome) {
+    case Result::kDone:
+      return glossa::batch::kExitOk;
+    case Result::kSomeFailed:
+      return glossa::batch::kExitFailed;
+    case Result::kUsage:
+      return kExitUsage;
+    case Result::kStopped:
+      break;
+  }
+  return glossa::batch::kExitStopped;
+}
+
 int main(int argc, char** argv) {
   glossa::SetUsage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -260,7 +294,15 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   std::string error;
+  const bool folder = !absl::GetFlag(FLAGS_input_dir).empty();
+  if (folder && (absl::GetFlag(FLAGS_output_dir).empty() || !absl::GetFlag(FLAGS_input).empty() ||
+                 !absl::GetFlag(FLAGS_output).empty() || !absl::GetFlag(FLAGS_shard).empty())) {
+    Log("--input_dir needs --output_dir, and takes neither --input, --output nor --shard "
+        "(see --help)");
+    return kExitUsage;
+  }
   glossa::batch::JobOptions job = JobFromFlags(&error);
+  if (folder) error.clear();  // the line job's flags do not apply
   glossa::batch::ClientOptions client_options = ClientFromFlags();
   if (error.empty()) error = GlossaryFromFlags(&job.settings, &client_options.glossary);
   const std::vector<std::string> targets = glossa::batch::SplitTargets(absl::GetFlag(FLAGS_server));
@@ -270,5 +312,6 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   glossa::batch::TranslatorClient client(targets, std::move(client_options));
+  if (!absl::GetFlag(FLAGS_input_dir).empty()) return RunFolder(client);
   return glossa::batch::RunJob(job, client);
 }

@@ -24,6 +24,12 @@ absl::StatusOr<std::unique_ptr<Document>> ReadDocument(absl::string_view file_na
 // The extensions ReadDocument reads: ".txt", ".md", ..., ".docx", ...
 std::vector<std::string> SupportedDocumentFormats();
 
+// The same list for code that does not link the readers (glossa-batch picks the files of a
+// folder by it); a unit test checks that it is SupportedDocumentFormats().
+inline constexpr absl::string_view kDocumentExtensions[] = {
+    ".txt", ".md",   ".markdown", ".srt", ".vtt", ".html", ".htm",
+    ".docx", ".pptx", ".xlsx",    ".odt", ".odp", ".epub"};
+
 }  // namespace glossa::server
 
 #endif  // GLOSSA_SERVER_FILES_READ_DOCUMENT_H_

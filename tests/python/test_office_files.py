@@ -174,6 +174,21 @@ class OfficeFileTestCase(tf.FileTestCase):
         self.assertNotRegex(got, PLACEHOLDER)
 
 
+    def docx_with_bold(self):
+        lines = sentences(2)
+        document = docx.Document()
+        document.add_paragraph(lines[0])
+        p = document.add_paragraph()
+        for i, piece in enumerate(split_words(lines[1])):
+            p.add_run(piece).bold = i % 2 == 1
+        return docx_bytes(document)
+
+    def document(self, content, file_name, source="es", target="en"):
+        return self.translator.TranslateDocument(ts.pb.TranslateDocumentRequest(
+            content=content, file_name=file_name, source_language=source,
+            target_language=target), timeout=ts.RPC_TIMEOUT_S)
+
+
 class OfficeFilesTest(OfficeFileTestCase):
     def test_docx_paragraphs_runs_and_table(self):
         lines = sentences(10)
@@ -374,20 +389,6 @@ class OfficeFilesTest(OfficeFileTestCase):
 class TranslateDocumentTest(OfficeFileTestCase):
     """gRPC's TranslateDocument and glossa-client --document: the file API's translation."""
 
-    def docx_with_bold(self):
-        lines = sentences(2)
-        document = docx.Document()
-        document.add_paragraph(lines[0])
-        p = document.add_paragraph()
-        for i, piece in enumerate(split_words(lines[1])):
-            p.add_run(piece).bold = i % 2 == 1
-        return docx_bytes(document)
-
-    def document(self, content, file_name, source="es", target="en"):
-        return self.translator.TranslateDocument(ts.pb.TranslateDocumentRequest(
-            content=content, file_name=file_name, source_language=source,
-            target_language=target), timeout=ts.RPC_TIMEOUT_S)
-
     def test_grpc_translates_as_the_file_api_does(self):
         data = self.docx_with_bold()
         over_http, _ = self.translate_bytes("informe.docx", data)
@@ -434,6 +435,56 @@ class TranslateDocumentTest(OfficeFileTestCase):
                 translated = f.read()
         over_http, _ = self.translate_bytes("informe.docx", data)
         self.assertEqual(zip_entries(translated), zip_entries(over_http))
+
+
+class BatchFolderTest(OfficeFileTestCase):
+    """glossa-batch --input_dir: a folder of documents through TranslateDocument, resumable."""
+
+    def run_batch(self, *flags):
+        batch = os.path.join(os.path.dirname(os.path.abspath(ts.SERVER)), "glossa-batch")
+        return subprocess.run([batch, "--server", self.server.address, "--source_language", "es",
+                               "--target_language", "en", "--concurrency", "2"] + list(flags),
+                              capture_output=True, text=True, timeout=300)
+
+    def test_a_folder_is_translated_and_resumed(self):
+        docx_data = self.docx_with_bold()
+        srt = "1\n00:00:01,000 --> 00:00:02,000\nY dijo Dios.\n"
+        with tempfile.TemporaryDirectory() as tmp:
+            src, out = os.path.join(tmp, "in"), os.path.join(tmp, "out")
+            os.makedirs(os.path.join(src, "capitulos"))
+            files = {"informe.docx": docx_data, "capitulos/uno.srt": srt.encode(),
+                     "notas.txt": "Y vio Dios.\n".encode(), "foto.png": b"\x89PNG",
+                     "roto.docx": b"hola"}
+            for name, data in files.items():
+                with open(os.path.join(src, name), "wb") as f:
+                    f.write(data)
+            run = self.run_batch("--input_dir", src, "--output_dir", out)
+            self.assertEqual(run.returncode, 1, run.stderr)  # roto.docx failed, the rest done
+            self.assertIn("roto.docx: INVALID_ARGUMENT: the .docx file is not a zip archive",
+                          run.stderr)
+            self.assertIn("documents: 4, translated 3, resumed 0, failed 1; other files left "
+                          "alone: 1", run.stderr)
+            self.assertEqual(sorted(os.listdir(out)),
+                             [".glossa-batch-folder.journal", "capitulos", "informe.docx",
+                              "notas.txt"])
+            with open(os.path.join(out, "informe.docx"), "rb") as f:
+                self.assertEqual(zip_entries(f.read()),
+                                 zip_entries(self.document(docx_data, "informe.docx").content))
+            with open(os.path.join(out, "capitulos", "uno.srt"), "rb") as f:
+                self.assertEqual(f.read(), self.document(srt.encode(), "uno.srt").content)
+            stamp = os.stat(os.path.join(out, "notas.txt")).st_mtime_ns
+
+            run = self.run_batch("--input_dir", src, "--output_dir", out, "--resume")
+            self.assertIn("translated 0, resumed 3, failed 1", run.stderr)
+            self.assertEqual(os.stat(os.path.join(out, "notas.txt")).st_mtime_ns, stamp)
+            with open(os.path.join(src, "notas.txt"), "w", encoding="utf-8") as f:
+                f.write("Y dijo Dios.\n")  # changed since: translated again
+            run = self.run_batch("--input_dir", src, "--output_dir", out, "--resume")
+            self.assertIn("translated 1, resumed 2, failed 1", run.stderr)
+
+            run = self.run_batch("--input_dir", src, "--output_dir", os.path.join(src, "x"))
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertIn("--output_dir must not be --input_dir or inside it", run.stderr)
 
 
 class BadOfficeFilesTest(OfficeFileTestCase):

@@ -443,6 +443,7 @@ TEST(ReadDocumentTest, RefusesPdfAndUnknownFormatsNamingTheSupportedOnes) {
   EXPECT_THAT(SupportedDocumentFormats(),
               ElementsAre(".txt", ".md", ".markdown", ".srt", ".vtt", ".html", ".htm", ".docx",
                           ".pptx", ".xlsx", ".odt", ".odp", ".epub"));
+  EXPECT_THAT(SupportedDocumentFormats(), ::testing::ElementsAreArray(kDocumentExtensions));
   for (absl::string_view name : {"informe.PDF", "carta.doc", "notas", "dir.txt/notas"}) {
     auto document = ReadDocument(name, "Hola", {});
     ASSERT_FALSE(document.ok()) << name;

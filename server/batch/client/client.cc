@@ -111,11 +111,38 @@ grpc::Status TranslatorClient::Translate(const std::vector<std::string>& texts,
   *request.mutable_glossary() = options_.glossary;
   for (const std::string& text : texts) request.add_texts(text);
   v1::TranslateResponse response;
+  const grpc::Status status = WithRetries(what, [&](v1::Translator::Stub& stub,
+                                                    grpc::ClientContext* context) {
+    grpc::Status s = stub.Translate(context, request, &response);
+    return s.ok() ? CheckReply(response, texts.size()) : s;
+  });
+  if (!status.ok()) return status;
+  out->clear();
+  for (const v1::Translation& t : response.translations()) {
+    out->push_back({t.hypotheses(0).text(), t.hypotheses(0).token_ids_size()});
+  }
+  return status;
+}
+
+grpc::Status TranslatorClient::TranslateDocument(const std::string& file_name,
+                                                 std::string content, absl::string_view what,
+                                                 v1::TranslateDocumentResponse* out) {
+  v1::TranslateDocumentRequest request;
+  request.set_content(std::move(content));
+  request.set_file_name(file_name);
+  request.set_model(options_.model);
+  request.set_source_language(options_.source_language);
+  request.set_target_language(options_.target_language);
+  return WithRetries(what, [&](v1::Translator::Stub& stub, grpc::ClientContext* context) {
+    return stub.TranslateDocument(context, request, out);
+  });
+}
+
+grpc::Status TranslatorClient::WithRetries(absl::string_view what, const Call& call) {
   grpc::Status status;
   size_t target = PickTarget();
   for (int attempt = 1;; ++attempt) {
-    status = CallOnce(target, request, &response);
-    if (status.ok()) status = CheckReply(response, texts.size());
+    status = CallOnce(target, call);
     if (status.ok() || ScopeOf(status.error_code()) != ErrorScope::kRetry) break;
     if (attempt >= options_.retry.max_attempts) {
       Log(absl::StrCat(what, ": ", CodeName(status.error_code()), " (", status.error_message(),
@@ -132,16 +159,10 @@ grpc::Status TranslatorClient::Translate(const std::vector<std::string>& texts,
       return grpc::Status(grpc::StatusCode::CANCELLED, "stopped");
     }
   }
-  if (!status.ok()) return status;
-  out->clear();
-  for (const v1::Translation& t : response.translations()) {
-    out->push_back({t.hypotheses(0).text(), t.hypotheses(0).token_ids_size()});
-  }
   return status;
 }
 
-grpc::Status TranslatorClient::CallOnce(size_t target, const v1::TranslateRequest& request,
-                                        v1::TranslateResponse* response) {
+grpc::Status TranslatorClient::CallOnce(size_t target, const Call& call) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        absl::ToChronoMilliseconds(options_.timeout));
@@ -150,7 +171,7 @@ grpc::Status TranslatorClient::CallOnce(size_t target, const v1::TranslateReques
     if (stopped_) return grpc::Status(grpc::StatusCode::CANCELLED, "stopped");
     in_flight_.insert(&context);
   }
-  const grpc::Status status = stubs_[target]->Translate(&context, request, response);
+  const grpc::Status status = call(*stubs_[target], &context);
   std::lock_guard<std::mutex> lock(mu_);
   in_flight_.erase(&context);
   return status;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -76,12 +77,20 @@ class TranslatorClient {
   grpc::Status Translate(const std::vector<std::string>& texts, absl::string_view what,
                          std::vector<TranslatedText>* out);
 
+  // Translates a file with TranslateDocument (the model and languages of the options), with
+  // Translate's retries.
+  grpc::Status TranslateDocument(const std::string& file_name, std::string content,
+                                 absl::string_view what,
+                                 glossa::v1::TranslateDocumentResponse* out);
+
   // Cancels the calls in progress and makes every later call return CANCELLED.
   void Stop();
 
  private:
-  grpc::Status CallOnce(size_t target, const glossa::v1::TranslateRequest& request,
-                        glossa::v1::TranslateResponse* response);
+  using Call = std::function<grpc::Status(glossa::v1::Translator::Stub&, grpc::ClientContext*)>;
+  // `call` on the next target, retried on transient errors with backoff (Translate's rules).
+  grpc::Status WithRetries(absl::string_view what, const Call& call);
+  grpc::Status CallOnce(size_t target, const Call& call);
   // The next target in turn, preferring connected ones.
   size_t PickTarget();
   // Waits `duration` before a retry on `target`, connecting to it meanwhile: a blocking client

@@ -1,0 +1,256 @@
+#include "server/batch/folders/folder_job.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "server/batch/io/log.h"
+#include "server/files/read_document.h"
+
+namespace glossa::batch {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr char kJournal[] = ".glossa-batch-folder.journal";
+
+std::atomic<bool> g_interrupted{false};
+
+void OnSignal(int signal) {
+  g_interrupted = true;
+  std::signal(signal, SIG_DFL);  // a second Ctrl-C kills at once
+}
+
+bool IsDocument(const fs::path& path) {
+  const std::string extension = absl::AsciiStrToLower(path.extension().string());
+  for (absl::string_view known : server::kDocumentExtensions) {
+    if (extension == known) return true;
+  }
+  return false;
+}
+
+// Whether `inner` is `outer` or inside it.
+bool Within(const fs::path& inner, const fs::path& outer) {
+  const fs::path a = fs::weakly_canonical(inner), b = fs::weakly_canonical(outer);
+  auto mismatch = std::mismatch(b.begin(), b.end(), a.begin(), a.end());
+  return mismatch.first == b.end();
+}
+
+bool ReadFile(const fs::path& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return !in.bad();
+}
+
+// Written whole under a temporary name, flushed to disk, then renamed into place.
+bool WriteFile(const fs::path& path, const std::string& bytes) {
+  std::error_code error;
+  fs::create_directories(path.parent_path(), error);
+  const fs::path temporary = path.string() + ".part";
+  FILE* f = std::fopen(temporary.c_str(), "wb");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() &&
+                  std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  if (std::fclose(f) != 0 || !ok) return false;
+  fs::rename(temporary, path, error);
+  return !error;
+}
+
+json Record(const std::string& file, const std::string& bytes, const std::string& settings) {
+  const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()),
+                          static_cast<uInt>(bytes.size()));
+  return {{"file", file}, {"bytes", bytes.size()}, {"crc32", crc}, {"settings", settings}};
+}
+
+class FolderJob {
+ public:
+  FolderJob(const FolderJobOptions& o, TranslatorClient& client) : o_(o), client_(client) {}
+  ~FolderJob() {
+    if (journal_ != nullptr) std::fclose(journal_);
+  }
+  FolderJob(const FolderJob&) = delete;
+  FolderJob& operator=(const FolderJob&) = delete;
+
+  FolderJobResult Run() {
+    if (!Prepare()) {
+      r_.outcome = FolderJobResult::kUsage;
+      return r_;
+    }
+    g_interrupted = false;
+    std::signal(SIGINT, OnSignal);
+    std::signal(SIGTERM, OnSignal);
+    const int n = std::max(1, std::min<int>(o_.concurrency, static_cast<int>(todo_.size())));
+    std::vector<std::thread> workers;
+    for (int i = 0; i < n; ++i) workers.emplace_back([this] { Work(); });
+    absl::Time last = absl::Now();
+    while (done_.load() < static_cast<int64_t>(todo_.size()) && !stopped_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (g_interrupted) Stop(FolderJobResult::kStopped, "interrupted");
+      if (absl::Now() - last >= o_.progress_interval) Progress(last = absl::Now());
+    }
+    for (std::thread& worker : workers) worker.join();
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    if (r_.outcome == FolderJobResult::kDone && r_.failed > 0) {
+      r_.outcome = FolderJobResult::kSomeFailed;
+    }
+    Log(absl::StrCat("documents: ", r_.documents, ", translated ", r_.translated, ", resumed ",
+                     r_.resumed, ", failed ", r_.failed, "; other files left alone: ",
+                     r_.other_files));
+    return r_;
+  }
+
+ private:
+  // Lists the documents and reads the journal; false (with a message) for a usage error.
+  bool Prepare() {
+    std::error_code error;
+    if (!fs::is_directory(o_.input_dir, error)) {
+      Log(absl::StrCat("--input_dir '", o_.input_dir, "' is not a folder"));
+      return false;
+    }
+    if (Within(o_.output_dir, o_.input_dir)) {
+      Log("--output_dir must not be --input_dir or inside it (its files would be read as input)");
+      return false;
+    }
+    std::vector<std::string> files;
+    for (auto it = fs::recursive_directory_iterator(
+             o_.input_dir, fs::directory_options::skip_permission_denied, error);
+         !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+      if (!it->is_regular_file(error)) continue;
+      if (!IsDocument(it->path())) {
+        ++r_.other_files;
+        continue;
+      }
+      files.push_back(fs::relative(it->path(), o_.input_dir).string());
+    }
+    if (error) {
+      Log(absl::StrCat("cannot list --input_dir '", o_.input_dir, "': ", error.message()));
+      return false;
+    }
+    std::sort(files.begin(), files.end());
+    r_.documents = static_cast<int64_t>(files.size());
+    fs::create_directories(o_.output_dir, error);
+    journal_path_ = (fs::path(o_.output_dir) / kJournal).string();
+    if (o_.resume) ReadJournal();
+    journal_ = std::fopen(journal_path_.c_str(), o_.resume ? "a" : "w");
+    if (error || journal_ == nullptr) {
+      Log(absl::StrCat("cannot write in --output_dir '", o_.output_dir, "'"));
+      return false;
+    }
+    todo_ = std::move(files);
+    return true;
+  }
+
+  void ReadJournal() {
+    std::ifstream in(journal_path_);
+    std::string line;
+    while (std::getline(in, line)) {
+      json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (record.is_object() && record.contains("file")) {
+        journaled_[record["file"].get<std::string>()] = record;  // a torn last line: skipped
+      }
+    }
+  }
+
+  void Work() {
+    while (!stopped_.load()) {
+      const size_t i = next_.fetch_add(1);
+      if (i >= todo_.size()) return;
+      One(todo_[i]);
+      ++done_;
+    }
+  }
+
+  void One(const std::string& file) {
+    const fs::path input = fs::path(o_.input_dir) / file, output = fs::path(o_.output_dir) / file;
+    std::string bytes;
+    if (!ReadFile(input, &bytes)) return Failed(file, "cannot be read");
+    const json record = Record(file, bytes, o_.settings);
+    auto journaled = journaled_.find(file);
+    std::error_code error;
+    if (journaled != journaled_.end() && journaled->second == record &&
+        fs::exists(output, error)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++r_.resumed;
+      return;
+    }
+    glossa::v1::TranslateDocumentResponse response;
+    const grpc::Status status = client_.TranslateDocument(file, std::move(bytes), file, &response);
+    if (!status.ok()) {
+      const std::string why = absl::StrCat(CodeName(status.error_code()), ": ",
+                                           status.error_message());
+      if (ScopeOf(status.error_code()) == ErrorScope::kSegment) return Failed(file, why);
+      return Stop(ScopeOf(status.error_code()) == ErrorScope::kJob ? FolderJobResult::kUsage
+                                                                   : FolderJobResult::kStopped,
+                  absl::StrCat(file, ": ", why));
+    }
+    if (!WriteFile(output, response.content())) {
+      return Stop(FolderJobResult::kStopped, absl::StrCat("cannot write ", output.string()));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ++r_.translated;
+    const std::string line = record.dump() + "\n";
+    std::fputs(line.c_str(), journal_);
+    std::fflush(journal_);
+    ::fsync(fileno(journal_));
+  }
+
+  void Failed(const std::string& file, const std::string& why) {
+    Log(absl::StrCat(file, ": ", why));
+    std::lock_guard<std::mutex> lock(mu_);
+    ++r_.failed;
+  }
+
+  void Stop(FolderJobResult::Outcome outcome, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_.exchange(true)) return;
+    Log(absl::StrCat("stopping: ", why, "; rerun with --resume to continue"));
+    r_.outcome = outcome;
+    client_.Stop();
+  }
+
+  void Progress(absl::Time now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Log(absl::StrFormat("%d/%d documents (%d translated, %d resumed, %d failed)", done_.load(),
+                        r_.documents, r_.translated, r_.resumed, r_.failed));
+  }
+
+  const FolderJobOptions& o_;
+  TranslatorClient& client_;
+  std::vector<std::string> todo_;
+  std::map<std::string, json> journaled_;
+  std::string journal_path_;
+  FILE* journal_ = nullptr;
+  std::atomic<size_t> next_{0};
+  std::atomic<int64_t> done_{0};
+  std::atomic<bool> stopped_{false};
+  std::mutex mu_;
+  FolderJobResult r_;
+};
+
+}  // namespace
+
+FolderJobResult RunFolderJob(const FolderJobOptions& options, TranslatorClient& client) {
+  FolderJob job(options, client);
+  return job.Run();
+}
+
+}  // namespace glossa::batch

@@ -17,6 +17,7 @@ Run by ctest (python_office_files), or by hand from the repository root:
 import io
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -540,6 +541,22 @@ class BadOfficeFilesTest(OfficeFileTestCase):
         with self.subTest("billion laughs"):
             status, answer = self.upload("risas.docx", laughs_docx)
             self.assertError(status, answer, 400, "word/document.xml declares a DTD")
+
+        # A 100 MB file: over HTTP the server answers 413 from the headers, before the body
+        # (this server takes --max_file_mb 1); over gRPC the message is over --max_message_bytes.
+        huge = 100 << 20
+        with self.subTest("100 MB over HTTP"):
+            with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=30) as s:
+                s.sendall(f"POST /translate_file HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                          f"multipart/form-data; boundary={tf.BOUNDARY}\r\n"
+                          f"Content-Length: {huge}\r\n\r\n".encode())
+                s.sendall(b"\0" * (1 << 20))
+                reply = s.recv(4096)
+            self.assertTrue(reply.startswith(b"HTTP/1.1 413"), reply[:200])
+        with self.subTest("100 MB over gRPC"):
+            with self.assertRaises(ts.grpc.RpcError) as caught:
+                self.document(b"PK" + b"\0" * huge, "enorme.docx")
+            self.assertEqual(caught.exception.code(), ts.grpc.StatusCode.RESOURCE_EXHAUSTED)
 
         self.assertServerAlive()
         self.assertTrue(self.libre(["Hola."])[0].strip())

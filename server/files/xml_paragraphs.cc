@@ -118,13 +118,62 @@ class Collector {
     Unit unit;
     unit.node = p;
     unit.paragraph = true;
-    if (!(d_.run.empty() ? Mixed(p, &unit) : Runs(p, &unit))) return false;
+    if (!(d_.run.empty() ? MixedParagraph(p, &unit) : Runs(p, &unit))) return false;
     if (HasLetter(unit.text.plain())) units_.push_back(std::move(unit));
     return true;
   }
 
+  // A mixed paragraph's top level: its most used span style (by text, bare text included) is its
+  // base, left out of the placeholders; consecutive spans of one other style are one element.
+  bool MixedParagraph(pugi::xml_node p, Unit* unit) {
+    std::map<std::string, size_t> chars;
+    for (pugi::xml_node child : p.children()) {
+      const bool span = d_.style_element == child.name();
+      chars[span ? StartTag(child) : ""] += TextLength(child);
+    }
+    size_t most = 0;
+    for (const auto& [style, n] : chars) {
+      if (n > most) unit->base = style, most = n;
+    }
+    int open = -1;
+    std::string open_style;
+    for (pugi::xml_node child : p.children()) {
+      const std::string style = d_.style_element == child.name() ? StartTag(child) : "";
+      if (style.empty() || style != open_style) {
+        if (open >= 0) unit->text.Close(open);
+        open = -1;
+        open_style.clear();
+      }
+      if (style.empty()) {
+        if (!MixedChild(child, unit)) return false;
+        continue;
+      }
+      if (style != unit->base && open < 0) {
+        open = unit->text.Open(style, EndTag(child));
+        open_style = style;
+      }
+      if (!Mixed(child, unit)) return false;
+    }
+    if (open >= 0) unit->text.Close(open);
+    return unit->text.elements() <= kMaxInlineTags;
+  }
+
+  static size_t TextLength(pugi::xml_node node) {
+    if (IsText(node)) return strlen(node.value());
+    size_t n = 0;
+    for (pugi::xml_node child : node.children()) n += TextLength(child);
+    return n;
+  }
+
   bool Mixed(pugi::xml_node node, Unit* unit) {
     for (pugi::xml_node child : node.children()) {
+      if (!MixedChild(child, unit)) return false;
+    }
+    return unit->text.elements() <= kMaxInlineTags;
+  }
+
+  bool MixedChild(pugi::xml_node child, Unit* unit) {
+    {
       if (IsText(child)) {
         unit->text.Text(child.value());
       } else if (Contains(d_.complex, child.name())) {
@@ -139,7 +188,7 @@ class Collector {
         unit->text.Point(Serialize(child));
       }
     }
-    return unit->text.elements() <= kMaxInlineTags;
+    return true;
   }
 
   // Whether a paragraph of runs can be rewritten, and its base properties (most text).
@@ -272,6 +321,29 @@ std::string WriteRuns(const XmlDialect& d, const Unit& unit, absl::string_view t
   return out;
 }
 
+// A translated mixed paragraph as XML: its text outside the elements in the base style's span.
+std::string WriteMixed(const XmlDialect& d, const Unit& unit, absl::string_view translation) {
+  const std::vector<Markup>& markup = unit.text.markup();
+  if (unit.base.empty()) return WriteMarkup(translation, markup);
+  std::string out;
+  int depth = 0;
+  for (const PlaceholderEvent& e : ReadPlaceholders(translation, markup)) {
+    if (e.kind == PlaceholderEvent::kText) {
+      const std::string text = EscapeXmlText(e.text);
+      out += depth > 0 ? text : absl::StrCat(unit.base, text, "</", d.style_element, ">");
+    } else if (e.kind == PlaceholderEvent::kPoint) {
+      out += markup[e.id].start;
+    } else if (e.kind == PlaceholderEvent::kOpen) {
+      ++depth;
+      out += markup[e.id].start;
+    } else {
+      --depth;
+      out += markup[e.id].end;
+    }
+  }
+  return out;
+}
+
 // Replaces a paragraph's content (but its first and last properties) with `xml`.
 bool Rewrite(const XmlDialect& d, pugi::xml_node p, const std::string& xml) {
   pugi::xml_node end =
@@ -331,45 +403,64 @@ absl::Status Parse(absl::string_view xml, const XmlDialect& dialect, absl::strin
 }  // namespace
 
 const XmlDialect& WordDialect() {
-  static const XmlDialect* d = new XmlDialect{
-      "w:p",
-      "",
-      "w:r",
-      "w:rPr",
-      "w:t",
-      "w:pPr",
-      "",
-      "w:hyperlink",
-      true,
-      {},
-      {"w:proofErr", "w:lastRenderedPageBreak"},
-      {"w:ins", "w:del", "w:moveFrom", "w:moveTo", "w:sdt", "w:smartTag", "w:customXml",
-       "w:fldSimple", "m:oMath", "m:oMathPara", "w:ruby", "mc:AlternateContent"},
-      ""};
+  static const XmlDialect* d = [] {
+    auto* w = new XmlDialect;
+    w->paragraph = "w:p";
+    w->run = "w:r";
+    w->run_properties = "w:rPr";
+    w->text = "w:t";
+    w->paragraph_start = "w:pPr";
+    w->link = "w:hyperlink";
+    w->dropped = {"w:proofErr", "w:lastRenderedPageBreak"};
+    w->complex = {"w:ins",   "w:del",       "w:moveFrom",  "w:moveTo",
+                  "w:sdt",   "w:smartTag",  "w:customXml", "w:fldSimple",
+                  "m:oMath", "m:oMathPara", "w:ruby",      "mc:AlternateContent"};
+    return w;
+  }();
   return *d;
 }
 
 const XmlDialect& DrawingDialect() {
-  static const XmlDialect* d = new XmlDialect{
-      "a:p", "", "a:r", "a:rPr", "a:t", "a:pPr", "a:endParaRPr", "", false, {}, {}, {}, ""};
+  static const XmlDialect* d = [] {
+    auto* a = new XmlDialect;
+    a->paragraph = "a:p";
+    a->run = "a:r";
+    a->run_properties = "a:rPr";
+    a->text = "a:t";
+    a->paragraph_start = "a:pPr";
+    a->paragraph_end = "a:endParaRPr";
+    a->preserve_space = false;
+    return a;
+  }();
   return *d;
 }
 
 const XmlDialect& SpreadsheetDialect() {
-  static const XmlDialect* d = new XmlDialect{
-      "si", "is", "r", "rPr", "t", "", "", "", true, {}, {}, {"rPh", "phoneticPr"}, ""};
+  static const XmlDialect* d = [] {
+    auto* x = new XmlDialect;
+    x->paragraph = "si";
+    x->heading = "is";
+    x->run = "r";
+    x->run_properties = "rPr";
+    x->text = "t";
+    x->complex = {"rPh", "phoneticPr"};
+    return x;
+  }();
   return *d;
 }
 
 const XmlDialect& OpenDocumentDialect() {
-  static const XmlDialect* d = new XmlDialect{
-      "text:p", "text:h",
-      "",       "",
-      "",       "",
-      "",       "",
-      false,    {"text:span", "text:a"},
-      {},       {"text:note", "office:annotation", "draw:frame", "text:ruby", "text:meta"},
-      "text:s"};
+  static const XmlDialect* d = [] {
+    auto* o = new XmlDialect;
+    o->paragraph = "text:p";
+    o->heading = "text:h";
+    o->preserve_space = false;
+    o->inline_elements = {"text:span", "text:a"};
+    o->complex = {"text:note", "office:annotation", "draw:frame", "text:ruby", "text:meta"};
+    o->spaces = "text:s";
+    o->style_element = "text:span";
+    return o;
+  }();
   return *d;
 }
 
@@ -401,9 +492,8 @@ absl::StatusOr<std::string> WriteXmlParagraphs(absl::string_view xml, const XmlD
       node.set_value(PlainText(translations[i]).c_str());
       continue;
     }
-    const std::string content = dialect.run.empty()
-                                    ? WriteMarkup(translations[i], unit.text.markup())
-                                    : WriteRuns(dialect, unit, translations[i]);
+    const std::string content = dialect.run.empty() ? WriteMixed(dialect, unit, translations[i])
+                                                    : WriteRuns(dialect, unit, translations[i]);
     if (!Rewrite(dialect, unit.node, content)) {
       return absl::InternalError("a translated paragraph is not well-formed XML");
     }

@@ -16,6 +16,9 @@
 //    each piece of text is a run with its element's properties.
 //  - mixed content (OpenDocument's text:p and text:h): text with text:span and text:a around
 //    parts of it (elements), and other elements (text:s, text:tab, frames) kept as empty ones.
+//    As with runs, the paragraph's most used span style (or bare text) is its base: a paragraph
+//    LibreOffice writes as spans only ("not bold", "bold", "not bold") gets its bold span placed
+//    and the rest written back in the base span.
 // A paragraph holding what cannot be rewritten as runs (tracked changes, content controls,
 // fields, math, nested paragraphs) is translated text node by text node instead, each node's
 // text alone. The XML outside the paragraphs that change is written back as pugixml writes it
@@ -46,6 +49,7 @@ struct XmlDialect {
   std::vector<std::string> dropped;          // left out when a paragraph is rewritten
   std::vector<std::string> complex;          // make a paragraph go node by node
   std::string spaces;                        // mixed content: an element for spaces (text:s)
+  std::string style_element;                 // mixed content: the span that formats text
 };
 
 const XmlDialect& WordDialect();          // .docx

@@ -114,6 +114,21 @@ TEST(XmlParagraphsTest, OpenDocumentSpansLinksAndSpaces) {
       "</text:note></text:p></office:text>");
 }
 
+TEST(XmlParagraphsTest, OpenDocumentSpansOnlyKeepTheirMostUsedStyleAsTheBase) {
+  // As LibreOffice writes a Word paragraph whose other runs say "not bold" (T1) around a bold
+  // word (T2): T1 is the base, T2 the element placed.
+  constexpr absl::string_view kContent =
+      "<text:p text:style-name=\"Standard\"><text:span text:style-name=\"T1\">El sol sobre la "
+      "</text:span><text:span text:style-name=\"T2\">tierra,</text:span><text:span "
+      "text:style-name=\"T1\"> cuando Lot llegó.</text:span></text:p>";
+  EXPECT_THAT(Read(kContent, OpenDocumentDialect()),
+              ElementsAre("El sol sobre la <g0>tierra,</g0> cuando Lot llegó."));
+  EXPECT_EQ(Write(kContent, OpenDocumentDialect(), {"The sun on the <g0>land</g0>, when Lot came."}),
+            "<text:p text:style-name=\"Standard\"><text:span text:style-name=\"T1\">The sun on "
+            "the </text:span><text:span text:style-name=\"T2\">land</text:span><text:span "
+            "text:style-name=\"T1\">, when Lot came.</text:span></text:p>");
+}
+
 TEST(XmlParagraphsTest, InlineStringsOfASheet) {
   constexpr absl::string_view kSheet =
       "<sheetData><row><c r=\"A1\" t=\"inlineStr\"><is><t>Hola</t></is></c><c r=\"B1\"><f>A2*2</f>"

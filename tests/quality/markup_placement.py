@@ -9,8 +9,9 @@ most three words. The same cases are scored as markup that cuts the sentence (th
 inside and after the element translated apart): a hit when the element's piece holds d(w); that
 row also counts the lines whose joined pieces differ from the whole line's translation.
 
-With --server (glossa-server's binary), the same cases go through the file API as a Word
-document instead: each line a paragraph whose marked word is a bold, italic or underlined run
+With --server (glossa-server's binary), the cases go through the file API as a Word document
+instead (chosen on the lines' translations sentence by sentence, as the server translates a
+paragraph): each line a paragraph whose marked word is a bold, italic or underlined run
 (python3-docx writes it), translated by POST /translate_file on a greedy server, and read back
 with python3-docx; a hit is a paragraph whose runs in the marked formatting hold d(w) and at most
 three words.
@@ -169,7 +170,10 @@ def main():
     d = dictionary(os.path.join(corpus, "train.es"), os.path.join(corpus, "train.en"))
     with open(os.path.join(corpus, "dev.es"), encoding="utf-8") as f:
         dev = [line.rstrip("\n") for line in f]
-    plain = translate(args.translate, args.model, dev)
+    # The server translates a document's paragraphs sentence by sentence: its cases are chosen on
+    # that translation, so that d(w) occurs once in what the paragraph becomes.
+    plain = translate(args.translate, args.model, dev,
+                      ["--split_sentences"] if args.server else [])
     test = cases(dev, plain, d, args.pick)
     if args.server:
         try:

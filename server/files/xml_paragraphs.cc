@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/big_stack.h"
 #include "server/documents/segments.h"
 #include "server/text/placeholders.h"
 #include "text/inline_tags.h"
@@ -400,6 +401,46 @@ absl::Status Parse(absl::string_view xml, const XmlDialect& dialect, absl::strin
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<std::string>> ReadParagraphs(absl::string_view xml,
+                                                        const XmlDialect& dialect,
+                                                        absl::string_view what) {
+  Parsed parsed;
+  if (absl::Status s = Parse(xml, dialect, what, &parsed); !s.ok()) return s;
+  std::vector<std::string> out;
+  for (const Unit& unit : parsed.units) out.push_back(unit.text.text());
+  return out;
+}
+
+absl::StatusOr<std::string> WriteParagraphs(absl::string_view xml, const XmlDialect& dialect,
+                                            const std::vector<std::string>& translations) {
+  Parsed parsed;
+  if (absl::Status s = Parse(xml, dialect, "the XML", &parsed); !s.ok()) return s;
+  if (translations.size() != parsed.units.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the XML has ", parsed.units.size(), " texts, not ", translations.size()));
+  }
+  bool changed = false;
+  for (size_t i = 0; i < translations.size(); ++i) {
+    const Unit& unit = parsed.units[i];
+    if (translations[i] == unit.text.text()) continue;
+    changed = true;
+    if (!unit.paragraph) {
+      pugi::xml_node node = unit.node;
+      node.set_value(PlainText(translations[i]).c_str());
+      continue;
+    }
+    const std::string content = dialect.run.empty() ? WriteMixed(dialect, unit, translations[i])
+                                                    : WriteRuns(dialect, unit, translations[i]);
+    if (!Rewrite(dialect, unit.node, content)) {
+      return absl::InternalError("a translated paragraph is not well-formed XML");
+    }
+  }
+  if (!changed) return std::string(xml);
+  std::ostringstream out;
+  parsed.doc.save(out, "", pugi::format_raw | pugi::format_no_declaration, pugi::encoding_utf8);
+  return out.str();
+}
+
 }  // namespace
 
 const XmlDialect& WordDialect() {
@@ -464,44 +505,24 @@ const XmlDialect& OpenDocumentDialect() {
   return *d;
 }
 
+// The walks recurse as deep as the XML nests (within kMaxDepth): on a thread with room for it.
+constexpr size_t kStackBytes = size_t{64} << 20;
+
 absl::StatusOr<std::vector<std::string>> ReadXmlParagraphs(absl::string_view xml,
                                                            const XmlDialect& dialect,
                                                            absl::string_view what) {
-  Parsed parsed;
-  if (absl::Status s = Parse(xml, dialect, what, &parsed); !s.ok()) return s;
-  std::vector<std::string> out;
-  for (const Unit& unit : parsed.units) out.push_back(unit.text.text());
+  absl::StatusOr<std::vector<std::string>> out =
+      absl::ResourceExhaustedError("no thread to read the XML: try again later");
+  RunWithStack(kStackBytes, [&] { out = ReadParagraphs(xml, dialect, what); });
   return out;
 }
 
 absl::StatusOr<std::string> WriteXmlParagraphs(absl::string_view xml, const XmlDialect& dialect,
                                                const std::vector<std::string>& translations) {
-  Parsed parsed;
-  if (absl::Status s = Parse(xml, dialect, "the XML", &parsed); !s.ok()) return s;
-  if (translations.size() != parsed.units.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the XML has ", parsed.units.size(), " texts, not ", translations.size()));
-  }
-  bool changed = false;
-  for (size_t i = 0; i < translations.size(); ++i) {
-    const Unit& unit = parsed.units[i];
-    if (translations[i] == unit.text.text()) continue;
-    changed = true;
-    if (!unit.paragraph) {
-      pugi::xml_node node = unit.node;
-      node.set_value(PlainText(translations[i]).c_str());
-      continue;
-    }
-    const std::string content = dialect.run.empty() ? WriteMixed(dialect, unit, translations[i])
-                                                    : WriteRuns(dialect, unit, translations[i]);
-    if (!Rewrite(dialect, unit.node, content)) {
-      return absl::InternalError("a translated paragraph is not well-formed XML");
-    }
-  }
-  if (!changed) return std::string(xml);
-  std::ostringstream out;
-  parsed.doc.save(out, "", pugi::format_raw | pugi::format_no_declaration, pugi::encoding_utf8);
-  return out.str();
+  absl::StatusOr<std::string> out =
+      absl::ResourceExhaustedError("no thread to write the XML: try again later");
+  RunWithStack(kStackBytes, [&] { out = WriteParagraphs(xml, dialect, translations); });
+  return out;
 }
 
 }  // namespace glossa::server

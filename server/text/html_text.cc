@@ -1,7 +1,6 @@
 #include "server/text/html_text.h"
 
 #include <gumbo.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <functional>
@@ -12,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/big_stack.h"
 #include "text/inline_tags.h"
 #include "text/tokenizer.h"
 
@@ -208,24 +208,6 @@ class Collector {
   std::vector<const GumboNode*> run_nodes_;  // its text nodes; nullptr for its empty elements
   size_t run_begin_ = 0, run_end_ = 0;
 };
-
-// Runs fn on a thread with a stack of `bytes`, and waits for it. False if no thread started.
-bool RunWithStack(size_t bytes, const std::function<void()>& fn) {
-  pthread_attr_t attr;
-  if (pthread_attr_init(&attr) != 0) return false;
-  pthread_t thread;
-  const bool started = pthread_attr_setstacksize(&attr, bytes) == 0 &&
-                       pthread_create(
-                           &thread, &attr,
-                           [](void* f) -> void* {
-                             (*static_cast<const std::function<void()>*>(f))();
-                             return nullptr;
-                           },
-                           const_cast<std::function<void()>*>(&fn)) == 0;
-  pthread_attr_destroy(&attr);
-  if (started) pthread_join(thread, nullptr);
-  return started;
-}
 
 }  // namespace
 

@@ -6,7 +6,8 @@
 // and their total, and the ratio of an entry's size to its compressed size (a zip bomb's is in
 // the thousands); an entry that inflates to other than its declared size is refused. Writing
 // keeps the entries' order, names and compression (stored stays stored: an e-book's and an
-// OpenDocument's "mimetype" must be first and stored).
+// OpenDocument's "mimetype" must be first and stored). One archive is read or written at a time
+// (libzip's time conversions share glibc's state).
 #ifndef GLOSSA_SERVER_FILES_ARCHIVE_H_
 #define GLOSSA_SERVER_FILES_ARCHIVE_H_
 

@@ -1,10 +1,12 @@
 #include "server/files/office.h"
 
-#include <regex>
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/files/archive.h"
 #include "server/files/xml_paragraphs.h"
 
@@ -13,8 +15,10 @@ namespace {
 
 struct OfficeFormat {
   const char* extension;
-  const char* main_entry;          // an entry every such file has
-  const char* parts;               // the entries translated (a regular expression)
+  const char* main_entry;  // an entry every such file has
+  // The entries translated, '|' between names: '#' stands for digits (none or more), a leading
+  // '*' for any start.
+  const char* parts;
   const XmlDialect* (*dialect)();  // nullptr: (X)HTML
 };
 
@@ -25,14 +29,41 @@ const XmlDialect* OpenDocument() { return &OpenDocumentDialect(); }
 
 constexpr OfficeFormat kOfficeFormats[] = {
     {".docx", "word/document.xml",
-     "word/(document|header[0-9]*|footer[0-9]*|footnotes|endnotes|comments)\\.xml", Word},
-    {".pptx", "ppt/presentation.xml", "ppt/(slides/slide|notesSlides/notesSlide)[0-9]+\\.xml",
+     "word/document.xml|word/header#.xml|word/footer#.xml|word/footnotes.xml|word/endnotes.xml|"
+     "word/comments.xml",
+     Word},
+    {".pptx", "ppt/presentation.xml", "ppt/slides/slide#.xml|ppt/notesSlides/notesSlide#.xml",
      Drawing},
-    {".xlsx", "xl/workbook.xml", "xl/(sharedStrings|worksheets/sheet[0-9]+)\\.xml", Spreadsheet},
-    {".odt", "content.xml", "content\\.xml", OpenDocument},
-    {".odp", "content.xml", "content\\.xml", OpenDocument},
-    {".epub", "META-INF/container.xml", ".*\\.(xhtml|html|htm)", nullptr},
+    {".xlsx", "xl/workbook.xml", "xl/sharedStrings.xml|xl/worksheets/sheet#.xml", Spreadsheet},
+    {".odt", "content.xml", "content.xml", OpenDocument},
+    {".odp", "content.xml", "content.xml", OpenDocument},
+    {".epub", "META-INF/container.xml", "*.xhtml|*.html|*.htm", nullptr},
 };
+
+// Whether an entry's name is one of `parts` (OfficeFormat::parts). (Not std::regex: its
+// scanner's shared locale cache is a data race when two threads build one.)
+bool IsPart(absl::string_view name, absl::string_view parts) {
+  for (absl::string_view p : absl::StrSplit(parts, '|')) {
+    if (absl::StartsWith(p, "*")) {
+      if (absl::EndsWith(name, p.substr(1))) return true;
+      continue;
+    }
+    const size_t hash = p.find('#');
+    if (hash == absl::string_view::npos) {
+      if (name == p) return true;
+      continue;
+    }
+    const absl::string_view prefix = p.substr(0, hash), suffix = p.substr(hash + 1);
+    if (name.size() < prefix.size() + suffix.size() || !absl::StartsWith(name, prefix) ||
+        !absl::EndsWith(name, suffix)) {
+      continue;
+    }
+    const absl::string_view digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit)) return true;
+  }
+  return false;
+}
 
 // One XML part's paragraphs as a document of their own.
 class XmlPart : public Document {
@@ -122,12 +153,11 @@ absl::StatusOr<std::unique_ptr<Document>> ReadOfficeDocument(absl::string_view e
     return absl::InvalidArgumentError(
         absl::StrCat(what, " has no ", format->main_entry, ": it is not a ", extension, " file"));
   }
-  const std::regex parts(format->parts);
   std::vector<std::pair<size_t, std::unique_ptr<Document>>> found;
   size_t segments = 0;
   for (size_t i = 0; i < entries->size(); ++i) {
     const ArchiveEntry& entry = (*entries)[i];
-    if (!std::regex_match(entry.name, parts)) continue;
+    if (!IsPart(entry.name, format->parts)) continue;
     std::unique_ptr<Document> part;
     if (format->dialect == nullptr) {
       auto html = ReadTextDocument("part.html", entry.data, limits);

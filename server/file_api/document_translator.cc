@@ -34,14 +34,6 @@ std::string DetectionText(const std::vector<std::string>& segments, bool inline_
   return out;
 }
 
-// Placeholder texts hold tags or escaped characters only where they have markup.
-bool HasMarkup(const v1::TranslateRequest& request) {
-  for (const std::string& text : request.texts()) {
-    if (text.find_first_of("<&") != std::string::npos) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::string TranslatedFileName(absl::string_view file_name, absl::string_view target) {
@@ -72,15 +64,16 @@ absl::StatusOr<std::vector<std::string>> DocumentTranslator::TranslateSegments(
       bytes += static_cast<int64_t>(texts[next].size());
       request.add_texts(texts[next++]);
     }
-    request.set_inline_tags(inline_tags && HasMarkup(request));
+    request.set_inline_tags(inline_tags &&
+                            std::any_of(request.texts().begin(), request.texts().end(), HasMarkup));
     const absl::Duration timeout = std::min(options_.timeout, deadline - absl::Now());
-    auto response = TranslateAndWait(*service_, request, std::max(timeout, absl::ZeroDuration()),
-                                     record);
+    auto response =
+        TranslateAndWait(*service_, request, std::max(timeout, absl::ZeroDuration()), record);
     if (!response.ok()) {
       // The service's message counts texts within one request: name the file's segments.
       return absl::Status(response.status().code(),
-                          absl::StrCat("segments ", first + 1, " to ", next, " of the file: ",
-                                       response.status().message()));
+                          absl::StrCat("segments ", first + 1, " to ", next,
+                                       " of the file: ", response.status().message()));
     }
     for (int k = 0; k < response->translations_size(); ++k) {
       const v1::Translation& t = response->translations(k);
@@ -96,9 +89,8 @@ absl::StatusOr<TranslatedDocument> DocumentTranslator::Translate(const DocumentJ
                                                                  RpcRecord* record) const {
   if (job.bytes.empty()) return absl::InvalidArgumentError("empty file");
   if (static_cast<int64_t>(job.bytes.size()) > options_.max_file_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the file is ", job.bytes.size(),
-                                                   " bytes; the limit is ",
-                                                   options_.max_file_bytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the file is ", job.bytes.size(), " bytes; the limit is ", options_.max_file_bytes));
   }
   DocumentLimits limits;
   limits.max_bytes = options_.max_file_bytes;
@@ -118,9 +110,9 @@ absl::StatusOr<TranslatedDocument> DocumentTranslator::Translate(const DocumentJ
     source = detected.language;
   }
   if (job.model.empty()) GLOSSA_RETURN_IF_ERROR(CheckLibrePair(*service_, source, job.target));
-  GLOSSA_ASSIGN_OR_RETURN(const std::vector<std::string> translations,
-                          TranslateSegments(document->texts(), document->inline_tags(), job,
-                                            source, deadline, record));
+  GLOSSA_ASSIGN_OR_RETURN(
+      const std::vector<std::string> translations,
+      TranslateSegments(document->texts(), document->inline_tags(), job, source, deadline, record));
   GLOSSA_ASSIGN_OR_RETURN(std::string written, document->Write(translations));
   return TranslatedDocument{TranslatedFileName(job.file_name, job.target), std::move(written),
                             source, static_cast<int64_t>(translations.size())};

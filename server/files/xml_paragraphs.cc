@@ -76,6 +76,16 @@ std::string StartTag(pugi::xml_node node) {
 
 std::string EndTag(pugi::xml_node node) { return absl::StrCat("</", node.name(), ">"); }
 
+// The formatting (properties, a span's start tag) that holds the most text; "" for none.
+std::string MostUsed(const std::map<std::string, size_t>& chars) {
+  std::string most;
+  size_t n = 0;
+  for (const auto& [formatting, count] : chars) {
+    if (count > n) most = formatting, n = count;
+  }
+  return most;
+}
+
 bool IsParagraph(const XmlDialect& d, const char* name) {
   return d.paragraph == name || (!d.heading.empty() && d.heading == name);
 }
@@ -132,10 +142,7 @@ class Collector {
       const bool span = d_.style_element == child.name();
       chars[span ? StartTag(child) : ""] += TextLength(child);
     }
-    size_t most = 0;
-    for (const auto& [style, n] : chars) {
-      if (n > most) unit->base = style, most = n;
-    }
+    unit->base = MostUsed(chars);
     int open = -1;
     std::string open_style;
     for (pugi::xml_node child : p.children()) {
@@ -199,11 +206,11 @@ class Collector {
       if (Contains(d_.complex, child.name())) return false;
       const bool link = !d_.link.empty() && d_.link == child.name();
       auto count = [&](pugi::xml_node run) {
-        if (d_.run != run.name()) return true;
+        if (d_.run != run.name()) return;
         const std::string props = Serialize(run.child(d_.run_properties.c_str()));
-        for (pugi::xml_node c : run.children(d_.text.c_str()))
+        for (pugi::xml_node c : run.children(d_.text.c_str())) {
           chars[props] += strlen(c.text().get());
-        return true;
+        }
       };
       if (link) {
         for (pugi::xml_node run : child.children()) {
@@ -217,10 +224,7 @@ class Collector {
         count(child);
       }
     }
-    size_t most = 0;
-    for (const auto& [props, n] : chars) {
-      if (n > most) *base = props, most = n;
-    }
+    *base = MostUsed(chars);
     return true;
   }
 

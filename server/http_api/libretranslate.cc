@@ -207,14 +207,6 @@ absl::StatusOr<std::vector<DetectedLanguage>> DetectItems(const TranslatorServic
   return out;
 }
 
-// Whether a request's texts (HTML runs) hold placeholders or escaped characters.
-bool HasMarkup(const v1::TranslateRequest& request) {
-  for (const std::string& text : request.texts()) {
-    if (text.find_first_of("<&") != std::string::npos) return true;
-  }
-  return false;
-}
-
 // q items `items`, all in `source`, translated in one request: each item's hypotheses.
 absl::StatusOr<std::vector<std::vector<std::string>>> TranslateItems(
     const TranslatorService& service, const LibreRequest& r, const std::vector<size_t>& items,
@@ -242,7 +234,8 @@ absl::StatusOr<std::vector<std::vector<std::string>>> TranslateItems(
   request.set_source_language(source);
   request.set_target_language(r.target);
   request.set_split_sentences(true);  // documents, sentence by sentence, spacing kept
-  request.set_inline_tags(format != "text" && HasMarkup(request));
+  request.set_inline_tags(format != "text" && std::any_of(request.texts().begin(),
+                                                          request.texts().end(), HasMarkup));
   request.set_glossary_id(r.glossary_id);
   for (const auto& [term, targets] : r.glossary) {
     v1::GlossaryEntry* entry = request.add_glossary();

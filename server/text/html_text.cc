@@ -35,13 +35,33 @@ bool KeepsItsText(GumboTag tag) {
 // Elements inside a sentence whose text is prose: a placeholder pair around it.
 bool IsInline(GumboTag tag) {
   switch (tag) {
-    case GUMBO_TAG_A: case GUMBO_TAG_ABBR: case GUMBO_TAG_B: case GUMBO_TAG_BDI:
-    case GUMBO_TAG_BDO: case GUMBO_TAG_BIG: case GUMBO_TAG_CITE: case GUMBO_TAG_DATA:
-    case GUMBO_TAG_DEL: case GUMBO_TAG_DFN: case GUMBO_TAG_EM: case GUMBO_TAG_FONT:
-    case GUMBO_TAG_I: case GUMBO_TAG_INS: case GUMBO_TAG_LABEL: case GUMBO_TAG_MARK:
-    case GUMBO_TAG_Q: case GUMBO_TAG_S: case GUMBO_TAG_SMALL: case GUMBO_TAG_SPAN:
-    case GUMBO_TAG_STRIKE: case GUMBO_TAG_STRONG: case GUMBO_TAG_SUB: case GUMBO_TAG_SUP:
-    case GUMBO_TAG_TIME: case GUMBO_TAG_TT: case GUMBO_TAG_U:
+    case GUMBO_TAG_A:
+    case GUMBO_TAG_ABBR:
+    case GUMBO_TAG_B:
+    case GUMBO_TAG_BDI:
+    case GUMBO_TAG_BDO:
+    case GUMBO_TAG_BIG:
+    case GUMBO_TAG_CITE:
+    case GUMBO_TAG_DATA:
+    case GUMBO_TAG_DEL:
+    case GUMBO_TAG_DFN:
+    case GUMBO_TAG_EM:
+    case GUMBO_TAG_FONT:
+    case GUMBO_TAG_I:
+    case GUMBO_TAG_INS:
+    case GUMBO_TAG_LABEL:
+    case GUMBO_TAG_MARK:
+    case GUMBO_TAG_Q:
+    case GUMBO_TAG_S:
+    case GUMBO_TAG_SMALL:
+    case GUMBO_TAG_SPAN:
+    case GUMBO_TAG_STRIKE:
+    case GUMBO_TAG_STRONG:
+    case GUMBO_TAG_SUB:
+    case GUMBO_TAG_SUP:
+    case GUMBO_TAG_TIME:
+    case GUMBO_TAG_TT:
+    case GUMBO_TAG_U:
       return true;
     default:
       return false;
@@ -68,21 +88,23 @@ bool IsTextNode(const GumboNode* node) {
   return node->type == GUMBO_NODE_TEXT || node->type == GUMBO_NODE_WHITESPACE;
 }
 
-// Where a node's source is, [begin, end); {0, 0} when the parser made it up (an implied tag).
-std::pair<size_t, size_t> SourceOf(const GumboNode* node) {
+// Where a node's source is, [begin, end), within the HTML's `size` bytes; {0, 0} when the parser
+// made it up (an implied tag).
+std::pair<size_t, size_t> SourceOf(const GumboNode* node, size_t size) {
+  std::pair<size_t, size_t> source = {0, 0};
   if (node->type == GUMBO_NODE_ELEMENT) {
     const GumboElement& e = node->v.element;
-    if (e.original_tag.length == 0) return {0, 0};
     const size_t begin = e.start_pos.offset;
-    if (e.original_end_tag.length == 0) {
-      return e.children.length == 0 ? std::make_pair(begin, begin + e.original_tag.length)
-                                    : std::make_pair(size_t{0}, size_t{0});
+    if (e.original_tag.length > 0 && e.original_end_tag.length > 0) {
+      source = {begin, e.end_pos.offset + e.original_end_tag.length};
+    } else if (e.original_tag.length > 0 && e.children.length == 0) {
+      source = {begin, begin + e.original_tag.length};
     }
-    return {begin, e.end_pos.offset + e.original_end_tag.length};
+  } else if (node->type != GUMBO_NODE_DOCUMENT && node->type != GUMBO_NODE_TEMPLATE) {
+    const GumboText& t = node->v.text;
+    source = {t.start_pos.offset, t.start_pos.offset + t.original_text.length};
   }
-  if (node->type == GUMBO_NODE_DOCUMENT || node->type == GUMBO_NODE_TEMPLATE) return {0, 0};
-  const GumboText& t = node->v.text;
-  return {t.start_pos.offset, t.start_pos.offset + t.original_text.length};
+  return source.second <= size ? source : std::make_pair(size_t{0}, size_t{0});
 }
 
 const GumboVector* ChildrenOf(const GumboNode* node) {
@@ -104,7 +126,7 @@ class Collector {
     if (children == nullptr) return;
     for (unsigned i = 0; i < children->length; ++i) {
       const auto* child = static_cast<const GumboNode*>(children->data[i]);
-      const auto [begin, end] = SourceOf(child);
+      const auto [begin, end] = SourceOf(child, html_.size());
       const bool in_run = begin < end && (IsTextNode(child) || child->type == GUMBO_NODE_COMMENT ||
                                           InSentence(child));
       if (!in_run) {
@@ -129,14 +151,14 @@ class Collector {
     auto [memo, fresh] = in_sentence_.try_emplace(node, false);
     if (!fresh) return memo->second;
     const GumboElement& e = node->v.element;
-    const auto [begin, end] = SourceOf(node);
+    const auto [begin, end] = SourceOf(node, html_.size());
     bool ok = begin < end;
     if (ok && IsInlinePoint(e.tag)) return in_sentence_[node] = true;
     ok = ok && IsInline(e.tag) && ClosesItself(e);
     size_t pos = begin + e.original_tag.length;
     for (unsigned i = 0; ok && i < e.children.length; ++i) {
       const auto* child = static_cast<const GumboNode*>(e.children.data[i]);
-      const auto [b, en] = SourceOf(child);
+      const auto [b, en] = SourceOf(child, html_.size());
       ok = b == pos && b < en &&
            (IsTextNode(child) || child->type == GUMBO_NODE_COMMENT || InSentence(child));
       pos = en;
@@ -147,7 +169,7 @@ class Collector {
 
   // Appends a node of a run.
   void Emit(const GumboNode* node) {
-    const auto [begin, end] = SourceOf(node);
+    const auto [begin, end] = SourceOf(node, html_.size());
     if (IsTextNode(node)) {
       run_.Text(node->v.text.text);
       run_nodes_.push_back(node);
@@ -178,7 +200,7 @@ class Collector {
       } else {
         for (const GumboNode* node : run_nodes_) {
           if (node == nullptr || IsBlank(node->v.text.text)) continue;
-          const auto [begin, end] = SourceOf(node);
+          const auto [begin, end] = SourceOf(node, html_.size());
           PlaceholderText alone;
           alone.Text(node->v.text.text);
           Add(alone.text(), {begin, end}, {});

@@ -57,6 +57,12 @@ std::vector<PlaceholderEvent> ReadPlaceholders(absl::string_view translation,
 // The translation with each placeholder replaced by the markup's bytes, its text escaped.
 std::string WriteMarkup(absl::string_view translation, const std::vector<Markup>& markup);
 
+// Whether a text with placeholders holds a tag or an escaped character: only then does it need
+// TranslateRequest.inline_tags (without, it is the same text either way).
+inline bool HasMarkup(absl::string_view text) {
+  return text.find_first_of("<&") != absl::string_view::npos;
+}
+
 // The text of a text with placeholders, without them, entities decoded.
 std::string PlainText(absl::string_view text);
 

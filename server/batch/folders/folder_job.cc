@@ -75,8 +75,8 @@ bool WriteFile(const fs::path& path, const std::string& bytes) {
 }
 
 json Record(const std::string& file, const std::string& bytes, const std::string& settings) {
-  const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()),
-                          static_cast<uInt>(bytes.size()));
+  const uLong crc =
+      crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size()));
   return {{"file", file}, {"bytes", bytes.size()}, {"crc32", crc}, {"settings", settings}};
 }
 
@@ -104,7 +104,10 @@ class FolderJob {
     while (done_.load() < static_cast<int64_t>(todo_.size()) && !stopped_.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (g_interrupted) Stop(FolderJobResult::kStopped, "interrupted");
-      if (absl::Now() - last >= o_.progress_interval) Progress(last = absl::Now());
+      if (absl::Now() - last >= o_.progress_interval) {
+        last = absl::Now();
+        Progress();
+      }
     }
     for (std::thread& worker : workers) worker.join();
     std::signal(SIGINT, SIG_DFL);
@@ -113,8 +116,8 @@ class FolderJob {
       r_.outcome = FolderJobResult::kSomeFailed;
     }
     Log(absl::StrCat("documents: ", r_.documents, ", translated ", r_.translated, ", resumed ",
-                     r_.resumed, ", failed ", r_.failed, "; other files left alone: ",
-                     r_.other_files));
+                     r_.resumed, ", failed ", r_.failed,
+                     "; other files left alone: ", r_.other_files));
     return r_;
   }
 
@@ -186,8 +189,7 @@ class FolderJob {
     const json record = Record(file, bytes, o_.settings);
     auto journaled = journaled_.find(file);
     std::error_code error;
-    if (journaled != journaled_.end() && journaled->second == record &&
-        fs::exists(output, error)) {
+    if (journaled != journaled_.end() && journaled->second == record && fs::exists(output, error)) {
       std::lock_guard<std::mutex> lock(mu_);
       ++r_.resumed;
       return;
@@ -195,8 +197,8 @@ class FolderJob {
     glossa::v1::TranslateDocumentResponse response;
     const grpc::Status status = client_.TranslateDocument(file, std::move(bytes), file, &response);
     if (!status.ok()) {
-      const std::string why = absl::StrCat(CodeName(status.error_code()), ": ",
-                                           status.error_message());
+      const std::string why =
+          absl::StrCat(CodeName(status.error_code()), ": ", status.error_message());
       if (ScopeOf(status.error_code()) == ErrorScope::kSegment) return Failed(file, why);
       return Stop(ScopeOf(status.error_code()) == ErrorScope::kJob ? FolderJobResult::kUsage
                                                                    : FolderJobResult::kStopped,
@@ -227,7 +229,7 @@ class FolderJob {
     client_.Stop();
   }
 
-  void Progress(absl::Time now) {
+  void Progress() {
     std::lock_guard<std::mutex> lock(mu_);
     Log(absl::StrFormat("%d/%d documents (%d translated, %d resumed, %d failed)", done_.load(),
                         r_.documents, r_.translated, r_.resumed, r_.failed));

@@ -129,7 +129,7 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Load(
       }
       slot.loaded = registry->Own(NewLoaded(spec, stamp, model));
       if (!shared) slot.loaded->load_bytes = ProcessRss() - rss_before;
-      slot.loaded->last_used = registry->use_counter_.fetch_add(1) + 1;
+      slot.loaded->MarkUsed(registry->use_counter_.fetch_add(1) + 1);
       slot.card = slot.loaded->card;
     }
     absl::MutexLock lock(&registry->mu_);
@@ -310,7 +310,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::Find(const std::stri
     auto it = name.empty() && slots_.size() == 1 ? slots_.begin() : slots_.find(name);
     if (it != slots_.end()) {
       if (it->second.loaded != nullptr) {
-        it->second.loaded->last_used = use_counter_.fetch_add(1) + 1;
+        it->second.loaded->MarkUsed(use_counter_.fetch_add(1) + 1);
         return it->second.loaded;
       }
       found = it->first;
@@ -342,7 +342,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::LoadOnDemand(const s
                                               " was removed while its request waited"));
     }
     if (it->second.loaded != nullptr) {  // loaded while this request waited for load_mu_
-      it->second.loaded->last_used = use_counter_.fetch_add(1) + 1;
+      it->second.loaded->MarkUsed(use_counter_.fetch_add(1) + 1);
       return it->second.loaded;
     }
     if (shut_down_) return absl::UnavailableError("the server is shutting down");
@@ -372,7 +372,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelRegistry::LoadOnDemand(const s
   }
   std::shared_ptr<LoadedModel> fresh =
       Own(NewLoaded(card->spec, StampFile(card->spec.path), *std::move(model)));
-  fresh->last_used = use_counter_.fetch_add(1) + 1;
+  fresh->MarkUsed(use_counter_.fetch_add(1) + 1);
   fresh->load_bytes = ProcessRss() - rss_before;
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   cold_start_seconds_.Observe(seconds);
@@ -402,20 +402,27 @@ absl::Status ModelRegistry::MakeRoom(const std::string& name, int64_t incoming) 
   // usually end within it, and unloading one now would let a request load it again beside its
   // draining copy. After it, they go too (they finish their requests first): a request may hold
   // one while it waits for this load itself (an "auto" request's next language).
+  // Before that, for kReleaseWait, strictly in order: a request that has just answered still
+  // holds its model for a moment, and skipping that model for one used since unloaded the model
+  // that the traffic was using.
+  constexpr absl::Duration kReleaseWait = absl::Milliseconds(50);
   constexpr absl::Duration kBusyWait = absl::Seconds(5);
-  const absl::Time busy_allowed = absl::Now() + kBusyWait;
-  while (!Unload(name, incoming, budget, absl::Now() >= busy_allowed)) {
-    absl::SleepFor(absl::Milliseconds(10));
+  const absl::Time start = absl::Now();
+  while (true) {
+    const absl::Duration waited = absl::Now() - start;
+    const VictimOrder order = waited < kReleaseWait ? VictimOrder::kInOrder
+                              : waited < kBusyWait  ? VictimOrder::kIdleFirst
+                                                    : VictimOrder::kBusyToo;
+    if (Unload(name, incoming, budget, order)) return absl::OkStatus();
+    absl::SleepFor(absl::Milliseconds(order == VictimOrder::kInOrder ? 2 : 10));
   }
-  return absl::OkStatus();
 }
 
 bool ModelRegistry::Unload(const std::string& name, int64_t incoming, int64_t budget,
-                           bool busy_too) {
-  // Least recently used first, idle ones before busy ones.
+                           VictimOrder order) {
   struct Victim {
     bool busy;
-    int64_t last_used;
+    std::pair<int64_t, int64_t> recency;  // LoadedModel::Recency()
     std::string name;
     std::shared_ptr<LoadedModel> model;
   };
@@ -425,14 +432,16 @@ bool ModelRegistry::Unload(const std::string& name, int64_t incoming, int64_t bu
     loaded_bytes += model->ResidentBytes();
     if (other == name) continue;
     // use_count: the registry's slot, the map models() returned, and any request's.
-    victims.push_back({model.use_count() > 2, model->last_used.load(), other, model});
+    victims.push_back({model.use_count() > 2, model->Recency(), other, model});
   }
-  std::sort(victims.begin(), victims.end(), [](const Victim& a, const Victim& b) {
-    return std::tie(a.busy, a.last_used) < std::tie(b.busy, b.last_used);
+  const bool in_order = order == VictimOrder::kInOrder;
+  std::sort(victims.begin(), victims.end(), [in_order](const Victim& a, const Victim& b) {
+    return in_order ? a.recency < b.recency
+                    : std::tie(a.busy, a.recency) < std::tie(b.busy, b.recency);
   });
   std::vector<const LoadedModel*> idle;  // retired with nothing else holding them
   for (Victim& v : victims) {
-    if (loaded_bytes + incoming <= budget || (v.busy && !busy_too)) break;
+    if (loaded_bytes + incoming <= budget || (v.busy && order != VictimOrder::kBusyToo)) break;
     absl::MutexLock lock(&mu_);
     auto it = slots_.find(v.name);
     if (it == slots_.end() || it->second.loaded != v.model) continue;
@@ -478,10 +487,11 @@ void ModelRegistry::SetBudget(int64_t bytes) {
   budget_bytes_ = std::max<int64_t>(bytes, 0);
   if (bytes <= 0) return;
   int64_t loaded_bytes = 0;
-  std::vector<std::pair<int64_t, std::string>> by_use;  // least recently used first
+  // Least recently used first (LoadedModel::Recency).
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> by_use;
   for (const auto& [name, model] : models()) {
     loaded_bytes += model->ResidentBytes();
-    by_use.emplace_back(model->last_used.load(), name);
+    by_use.emplace_back(model->Recency(), name);
   }
   std::sort(by_use.begin(), by_use.end());
   for (const auto& [used, name] : by_use) {
@@ -628,7 +638,7 @@ bool ModelRegistry::LoadOrReplace(const ModelSpec& spec, const ModelMap& current
     model = *std::move(load);
   }
   std::shared_ptr<LoadedModel> fresh = Own(NewLoaded(spec, stamp, std::move(model)));
-  fresh->last_used = use_counter_.fetch_add(1) + 1;
+  fresh->MarkUsed(use_counter_.fetch_add(1) + 1);
   if (!shared) fresh->load_bytes = ProcessRss() - rss_before;
   cold_start_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - start));
   const std::string description = Describe(*fresh);

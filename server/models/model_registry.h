@@ -51,7 +51,15 @@ struct LoadedModel {
   ModelSpec spec;   // what it was loaded from
   FileStamp stamp;  // the file as it was just before it was loaded
   std::shared_ptr<const ModelCard> card;
-  std::atomic<int64_t> last_used{0};  // the registry's use counter at its last Find
+  // The registry's use counter at its last Find, and at the one before (0: none).
+  std::atomic<int64_t> last_used{0};
+  std::atomic<int64_t> used_before{0};
+  void MarkUsed(int64_t use) { used_before.store(last_used.exchange(use)); }
+  // Smaller is unloaded first: least recently used by its use before last, then by its last use
+  // (LRU-2). A model used once (a request for a rare pair) goes before one in steady use, even
+  // when the steady one's last request began a moment earlier: with plain LRU, one-off requests
+  // to cold models, back to back, unloaded a model with requests every few milliseconds.
+  std::pair<int64_t, int64_t> Recency() const { return {used_before.load(), last_used.load()}; }
   // The process's RSS growth while it loaded (weights, tokenizer, engine), 0 when not measured
   // (a mapping shared with another name). Loads run one at a time, so little else is in it.
   int64_t load_bytes = 0;
@@ -157,8 +165,11 @@ class ModelRegistry {
   // Unloads least recently used models until `incoming` more bytes fit the budget, and waits a
   // little for them to be freed. RESOURCE_EXHAUSTED when `incoming` exceeds the whole budget.
   absl::Status MakeRoom(const std::string& name, int64_t incoming);
-  // One pass of it: unloads idle models (and busy ones with busy_too); true once it fits.
-  bool Unload(const std::string& name, int64_t incoming, int64_t budget, bool busy_too);
+  // The order of one pass of it: least recently used first (LoadedModel::Recency), stopping at a
+  // busy model; the same with idle models before busy ones; that with busy models unloaded too.
+  enum class VictimOrder { kInOrder, kIdleFirst, kBusyToo };
+  // One pass of it: unloads models in `order`; true once it fits.
+  bool Unload(const std::string& name, int64_t incoming, int64_t budget, VictimOrder order);
   // Puts a model loaded now into its slot, retiring what was there; false after Shutdown.
   bool Install(const std::string& name, std::shared_ptr<LoadedModel> fresh,
                const char* unload_reason);

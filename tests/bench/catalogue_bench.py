@@ -151,6 +151,16 @@ def warm_beside(server, seconds, second_client):
     return times, other_times
 
 
+def spin(stop):
+    """A CPU-only loop at SCHED_IDLE until `stop` is set."""
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    n = 0
+    while not stop.is_set():
+        for _ in range(100000):
+            n += 1
+    return [n]
+
+
 def warm_run(server, seconds):
     times, end = [], time.time() + seconds
     while time.time() < end:
@@ -191,7 +201,7 @@ def bench_shape(name, args):
             histogram = server.cold_start_histogram()
             # Alone, beside requests and while loading in turns, --rounds times each, so that a
             # drift of the machine's speed over the run weighs on all alike.
-            alone, beside, busy, requests, loads = [], [], [], [], []
+            alone, beside, busy, requests, loads, spun = [], [], [], [], [], []
             turn = args.seconds / args.rounds
             for _ in range(args.rounds):
                 alone += warm_run(server, turn)
@@ -202,8 +212,15 @@ def bench_shape(name, args):
                 w, r = warm_beside(server, turn, lambda stop: cold_loads(
                     server, langs, 1 << 30, stop, args.cold_tokens))
                 busy, loads = busy + w, loads + r
+                if args.spinner:
+                    spun += warm_beside(server, turn, spin)[0]
         finally:
             server.stop()
+    spinning = {}
+    if spun:
+        spinning = {"warm_beside_spinner": summary(spun),
+                    "warm_p99_ratio_spinner_to_alone":
+                        round(percentile(spun, 99) / percentile(alone, 99), 2)}
     return {"model": name, "file_mb": round(model_file.stat().st_size / mb, 1),
             "budget_mb": budget, "cold_start_request": summary(cold),
             "server_cold_start_mean_s": round(histogram["sum"] / histogram["count"], 3)
@@ -214,7 +231,7 @@ def bench_shape(name, args):
             "cold_tokens": args.cold_tokens,
             "warm_p99_ratio": round(percentile(busy, 99) / percentile(alone, 99), 2),
             "warm_p99_ratio_loading_to_requests":
-                round(percentile(busy, 99) / percentile(beside, 99), 2)}
+                round(percentile(busy, 99) / percentile(beside, 99), 2), **spinning}
 
 
 def main():
@@ -230,6 +247,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=4,
                     help="turns of warm requests alone, beside requests and while loading "
                          "(--seconds in all for each)")
+    ap.add_argument("--spinner", action="store_true",
+                    help="add turns of warm requests beside a process spinning at SCHED_IDLE")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--work_dir", type=Path, default=Path("/tmp/glossa-peer"))
     ap.add_argument("--shared_dir", type=Path, default=pc.ROOT.parent / "shared")

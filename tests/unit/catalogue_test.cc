@@ -129,9 +129,28 @@ TEST_F(CatalogueTest, TheLeastRecentlyUsedIdleModelMakesRoom) {
   EXPECT_EQ(registry->residency_stats().unloads.at("budget"), 1u);
   EXPECT_LE(registry->residency_stats().loaded_bytes, registry->budget());
 
-  registry->SetBudget(one + one / 2);  // a smaller budget unloads at once
+  ASSERT_TRUE(registry->Find("c").ok());  // c, used twice now, was used last
+  registry->SetBudget(one + one / 2);   // a smaller budget unloads at once
   EXPECT_EQ(registry->models().size(), 1u);
   EXPECT_EQ(StateOf(*registry, "c"), ModelState::kLoaded);  // the most recently used stays
+}
+
+// Least recently used by the use before last (LRU-2): requests to other models, one each and
+// back to back, do not unload a model in steady use whose last request began before theirs.
+TEST_F(CatalogueTest, OneOffRequestsDoNotUnloadAModelInSteadyUse) {
+  auto registry = Catalogue();
+  ASSERT_TRUE(registry->Find("a").ok());
+  const int64_t one = registry->catalogue().at("a").resident_bytes;
+  registry->SetBudget(one * 2 + one / 2);  // two fit, not three
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(registry->Find("a").ok());  // steady use
+  ASSERT_TRUE(registry->Find("b").ok());  // used once, after a's last request
+  ASSERT_TRUE(registry->Find("c").ok());
+  EXPECT_EQ(StateOf(*registry, "a"), ModelState::kLoaded);
+  EXPECT_EQ(StateOf(*registry, "b"), ModelState::kNotLoaded);
+  EXPECT_EQ(StateOf(*registry, "c"), ModelState::kLoaded);
+  ASSERT_TRUE(registry->Find("b").ok());  // and the next one-off request unloads c, not a
+  EXPECT_EQ(StateOf(*registry, "a"), ModelState::kLoaded);
+  EXPECT_EQ(StateOf(*registry, "c"), ModelState::kNotLoaded);
 }
 
 TEST_F(CatalogueTest, ALoadWaitsForABusyModelToFinishItsRequest) {

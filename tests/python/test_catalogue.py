@@ -33,6 +33,11 @@ LibreTranslate POST /translate on direct pairs and "auto". The test asserts:
 Before that, a server started with --models_dir/--max_loaded_mb lists the catalogue unloaded and
 loads a model on its first request.
 
+Under ThreadSanitizer (GLOSSA_SANITIZE=thread) it runs without its memory bounds (the sanitizer's
+shadow memory grows with every allocation), with RPC_TIMEOUT_S five times as long and 60 s of
+overtime at most, and says how many pairs and ways it sent rather than requiring all: the registry's loads and unloads under
+concurrent traffic are checked for data races there. Under AddressSanitizer it skips.
+
 Exit status: 0 passed, 1 failed, 77 skipped (the reason printed): without GLOSSA_SERVER or
 GLOSSA_TRANSLATE, without the stub tools, or when the server has no --models_dir or the proto's
 ModelInfo no `state`. --no_catalogue checks the same traffic, routes and references on a server
@@ -610,6 +615,7 @@ def check_models_dir_flag(catalogue, work, budget_mb, texts, refs):
 
 
 def main():
+    global RPC_TIMEOUT_S
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=120, help="seconds of traffic")
@@ -631,10 +637,17 @@ def main():
                         help="every model given with --model, all loaded, no budget")
     args = parser.parse_args()
 
-    if os.environ.get("GLOSSA_SANITIZE"):
-        skip(f"a {os.environ['GLOSSA_SANITIZE']} sanitizer build: its RSS bounds cannot hold "
-             "(AddressSanitizer keeps freed memory in quarantine, ThreadSanitizer's shadow "
-             "memory grows with every allocation); catalogue_test covers the registry there")
+    sanitizer = os.environ.get("GLOSSA_SANITIZE", "")
+    args.bounds = not sanitizer
+    if sanitizer == "thread":
+        RPC_TIMEOUT_S *= 5
+        args.overtime = min(args.overtime, 60)  # within ctest's 600 s
+        print("test_catalogue: under ThreadSanitizer: no memory bounds, RPC timeout "
+              f"{RPC_TIMEOUT_S} s, pairs and ways sent counted, not required")
+    elif sanitizer:
+        skip(f"a {sanitizer} sanitizer build: its RSS bounds cannot hold (AddressSanitizer keeps "
+             "freed memory in quarantine); catalogue_test covers the registry there, and the "
+             "ThreadSanitizer pass runs this traffic without the bounds")
     if not ts.SERVER or not os.access(ts.SERVER, os.X_OK):
         skip("set GLOSSA_SERVER to a glossa-server binary (ctest does)")
     if not ts.TRANSLATE or not os.access(ts.TRANSLATE, os.X_OK):
@@ -793,13 +806,15 @@ def traffic(args, server, catalogue, routes, refs, texts, budget_mb, total_bytes
     check(not load.errors, f"{len(load.errors)} requests failed or differ; the first:\n  " +
           "\n  ".join(load.errors[:10]) + "\nby kind:\n  " +
           "\n  ".join(f"{n} x {k}" for k, n in kinds.most_common(10)))
-    check(load.next_job >= len(load.jobs),
+    check(load.next_job >= len(load.jobs) or not args.bounds,
           f"{load.next_job} requests sent in {elapsed:.0f} s, fewer than the {len(load.jobs)} "
           "pairs and ways")
+    print(f"test_catalogue: {min(load.next_job, len(load.jobs))} of {len(load.jobs)} pairs and "
+          "ways sent")
     check(not rss.problems and not health.problems,
           f"sampling failed: {(rss.problems + health.problems)[:3]}")
     check(all(v for _, v in health.samples), "health was not SERVING at some point")
-    over = [(t - began, v) for t, v in rss.samples if v > limit]
+    over = [(t - began, v) for t, v in rss.samples if v > limit and args.bounds]
     check(not over, f"VmRSS above {limit / MIB:.0f} MiB {len(over)} times, first at "
                     f"{over[0][0] if over else 0:.1f} s: {over[0][1] / MIB if over else 0:.0f} MiB")
     if not catalogued:
@@ -859,7 +874,7 @@ def traffic(args, server, catalogue, routes, refs, texts, budget_mb, total_bytes
           "glossa_models_loaded(_bytes) not 0 after the budget went to 1 MB")
     print(f"test_catalogue: after max_loaded_mb=1: VmRSS {now_rss / MIB:.0f} MiB (fixed part: "
           f"{rss_start / MIB:.0f} MiB)")
-    check(now_rss <= back_bound,
+    check(now_rss <= back_bound or not args.bounds,
           f"VmRSS {now_rss / MIB:.0f} MiB {SETTLE_S} s after the budget went to 1 MB: above "
           f"{back_bound / MIB:.0f} MiB (the fixed part, {rss_start / MIB:.0f} MiB, + 10%, or "
           f"+ {RSS_BACK_MIN_MIB} MiB)")

@@ -644,7 +644,7 @@ def main():
         RPC_TIMEOUT_S *= 5
         args.overtime = min(args.overtime, 60)  # within ctest's 600 s
         # A load's RSS growth, which the registry counts when it exceeds the file's estimate,
-        # takes in the shadow memory (a 2 MB model: about 80 MB): a budget 8 times as large.
+        # takes in the shadow memory (a 5.4 MB model: 69-84 MB): a budget 8 times as large.
         args.budget_fraction *= 8
         print("test_catalogue: under ThreadSanitizer: no memory bounds, budget x8, RPC timeout "
               f"{RPC_TIMEOUT_S} s, pairs and ways sent counted, not required")

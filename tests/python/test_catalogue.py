@@ -36,8 +36,9 @@ loads a model on its first request.
 Under ThreadSanitizer (GLOSSA_SANITIZE=thread) it runs without its memory bounds (the sanitizer's
 shadow memory grows with every allocation), with a budget 8 times as large (a load's RSS growth,
 which the registry counts, takes in the shadow memory), RPC_TIMEOUT_S five times as long and 60 s
-of overtime at most, and says how many pairs and ways it sent rather than requiring all: the registry's loads and unloads under
-concurrent traffic are checked for data races there. Under AddressSanitizer it skips.
+of overtime at most, and says how many pairs and ways it sent rather than requiring all: there it
+checks the registry's loads and unloads under concurrent traffic for data races. Under
+AddressSanitizer it skips.
 
 Exit status: 0 passed, 1 failed, 77 skipped (the reason printed): without GLOSSA_SERVER or
 GLOSSA_TRANSLATE, without the stub tools, or when the server has no --models_dir or the proto's

@@ -104,18 +104,9 @@ absl::StatusOr<std::vector<Translation>> Translator::TranslateTagged(
   GLOSSA_ASSIGN_OR_RETURN(const LanguagePair languages,
                           ResolveLanguages(model_->info(), model_->tokenizer(),
                                            options.source_language, options.target_language));
-  std::vector<TaggedText> tagged;
+  GLOSSA_ASSIGN_OR_RETURN(const std::vector<TaggedText> tagged, ParseTaggedTexts(texts));
   std::vector<std::string> plain;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    tagged.push_back(ParseInlineTags(texts[i]));
-    if (tagged.back().spans.size() > kMaxInlineTags) {
-      return absl::InvalidArgumentError(absl::StrCat("text ", i, " has ",
-                                                     tagged.back().spans.size(),
-                                                     " inline tags; the limit is ",
-                                                     kMaxInlineTags, ": send it in parts"));
-    }
-    plain.push_back(tagged.back().text);
-  }
+  for (const TaggedText& t : tagged) plain.push_back(t.text);
   TranslateOptions aligned = options;
   aligned.alignment = true;
   std::optional<Documents> documents;

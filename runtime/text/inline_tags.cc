@@ -4,9 +4,12 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "text/tokenizer.h"
 #include "unicode/utf8.h"
 
 namespace glossa {
@@ -118,6 +121,22 @@ TaggedText ParseInlineTags(absl::string_view line) {
     out.spans[span].end = out.text.size();
     out.ends[span] = std::string(tag);
     open.resize(k - 1);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<TaggedText>> ParseTaggedTexts(const std::vector<std::string>& texts) {
+  std::vector<TaggedText> out;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (!IsValidUtf8(texts[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("text ", i, " is not valid UTF-8"));
+    }
+    out.push_back(ParseInlineTags(texts[i]));
+    if (out.back().spans.size() > kMaxInlineTags) {
+      return absl::InvalidArgumentError(absl::StrCat("text ", i, " has ", out.back().spans.size(),
+                                                     " inline tags; the limit is ", kMaxInlineTags,
+                                                     ": send it in parts"));
+    }
   }
   return out;
 }

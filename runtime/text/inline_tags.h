@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "text/markup.h"
 
@@ -33,6 +34,11 @@ std::string EscapeXmlText(absl::string_view text);
 // The most elements a text may carry: placing them takes time in their number squared (nesting)
 // and times the tokens of the sentence (alignment).
 constexpr size_t kMaxInlineTags = 512;
+
+// Each text parsed (ParseInlineTags), for a request's texts. INVALID_ARGUMENT names the first
+// text that is not valid UTF-8 (checked before its tags are taken out, which could hide bytes
+// that would come back in the output) or has more than kMaxInlineTags elements.
+absl::StatusOr<std::vector<TaggedText>> ParseTaggedTexts(const std::vector<std::string>& texts);
 
 // `target` with each span's tags written where PlaceSpans put them (unplaced: around it all).
 std::string WriteInlineTags(absl::string_view target, const TaggedText& tags,

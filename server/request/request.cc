@@ -193,15 +193,8 @@ absl::Status TakeInlineTags(bool stream, std::vector<std::string>* texts, Prepar
         "TranslateStream does not take inline_tags: use Translate, which places the tags once the "
         "translation is whole");
   }
-  for (size_t i = 0; i < texts->size(); ++i) {
-    p->tagged.push_back(ParseInlineTags((*texts)[i]));
-    if (p->tagged.back().spans.size() > kMaxInlineTags) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("text ", i, " has ", p->tagged.back().spans.size(),
-                       " inline tags; the limit is ", kMaxInlineTags, ": send it in parts"));
-    }
-    (*texts)[i] = p->tagged.back().text;
-  }
+  GLOSSA_ASSIGN_OR_RETURN(p->tagged, ParseTaggedTexts(*texts));
+  for (size_t i = 0; i < texts->size(); ++i) (*texts)[i] = p->tagged[i].text;
   return absl::OkStatus();
 }
 

@@ -82,8 +82,15 @@ void CheckPrepared(const glossa::server::PreparedRequest& p,
     FUZZ_CHECK(static_cast<int64_t>(text.size()) <= limits.max_text_bytes, "a text over the limit");
     FUZZ_CHECK(glossa::fuzz::ReferenceUtf8Valid(text), "invalid UTF-8 accepted");
   }
-  // With split_sentences the engine translates the sentences, which must rebuild each text.
+  // With inline_tags the engine translates each text without its tags; with split_sentences,
+  // the sentences, which must rebuild each of those texts.
   std::vector<std::string> texts(request.texts().begin(), request.texts().end());
+  if (request.inline_tags()) {
+    FUZZ_CHECK(!stream && p.tagged.size() == texts.size(), "inline_tags without a text each");
+    for (size_t i = 0; i < texts.size(); ++i) texts[i] = p.tagged[i].text;
+  } else {
+    FUZZ_CHECK(p.tagged.empty(), "tagged texts without inline_tags");
+  }
   if (request.split_sentences()) {
     FUZZ_CHECK(!stream && p.documents != nullptr, "split_sentences accepted without documents");
     CheckDocuments(*p.documents, texts);

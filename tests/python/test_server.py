@@ -742,6 +742,15 @@ class RequestErrorsTest(ServerTestCase):
         self.assertRpcError(lambda: self.raw_translate(serialized),
                             grpc.StatusCode.INVALID_ARGUMENT, "UTF-8")
 
+    def test_invalid_utf8_inside_an_inline_tag(self):
+        # The tag would be written back as it came: its bytes are checked before it is taken out.
+        inline_tags = bytes([10 << 3, 1])  # field 10, a varint: true
+        serialized = raw_translate_request(MODEL_NAME, [b'<a href="\xea]">hola</a>']) + inline_tags
+        self.assertRpcError(lambda: self.raw_translate(serialized),
+                            grpc.StatusCode.INVALID_ARGUMENT, "text 0 is not valid UTF-8")
+        fine = raw_translate_request(MODEL_NAME, [b'<a href="x">hola</a>']) + inline_tags
+        self.assertIn('<a href="x">', self.raw_translate(fine).translations[0].hypotheses[0].text)
+
     def test_invalid_utf8_in_stream(self):
         call = self.server.channel.unary_stream(
             "/glossa.v1.Translator/TranslateStream", request_serializer=lambda b: b,

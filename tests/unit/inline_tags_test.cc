@@ -42,6 +42,26 @@ TEST(InlineTagsTest, TextIsEscapedAndWhatIsNotATagIsText) {
   EXPECT_EQ(WriteInlineTags("a<b&c", t, placed), "a&lt;b&amp;<b>c</b>");
 }
 
+// Bytes that are not UTF-8 inside a tag would be written back into the output: such a text is
+// refused before its tags are taken out, as is one with too many elements.
+TEST(InlineTagsTest, RequestTextsAreUtf8AndWithinTheElementLimit) {
+  auto parsed = ParseTaggedTexts({"Hola <b>mundo</b>.", "<a href=\"\xEA]\">x</a> bien"});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(parsed.status().message(), "text 1 is not valid UTF-8");
+  std::string many;
+  for (size_t i = 0; i <= kMaxInlineTags; ++i) many += "<b>x</b>";
+  parsed = ParseTaggedTexts({"y", many});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(),
+            "text 1 has 513 inline tags; the limit is 512: send it in parts");
+  parsed = ParseTaggedTexts({"Hola <b>mundo</b> &amp; m\xC3\xA1s.", ""});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->size(), 2u);
+  EXPECT_EQ((*parsed)[0].text, "Hola mundo & m\xC3\xA1s.");
+  EXPECT_TRUE((*parsed)[1].text.empty());
+}
+
 // Every start and end tag of `input` once in `output`, in an order that nests.
 void ExpectSameTagsNested(const std::string& input, const std::string& output) {
   const TaggedText in = ParseInlineTags(input), out = ParseInlineTags(output);

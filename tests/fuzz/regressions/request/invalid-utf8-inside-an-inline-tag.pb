@@ -1,0 +1,2 @@
+
+opus-mt-es-enHola <a href="ê]">mundo</a>.P

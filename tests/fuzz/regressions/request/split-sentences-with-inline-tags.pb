@@ -1,0 +1,1 @@
+%Dijo: &amp; <b>luz</b>. Y fue la luz.8P

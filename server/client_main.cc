@@ -24,7 +24,7 @@ ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address, HOST:PORT");
 ABSL_FLAG(std::string, model, "",
           "Model name (empty: the server's only model, or the one it routes the languages to)");
 ABSL_FLAG(int, beam_size, 0, "Beam size (0: the server's default; 1: greedy)");
-ABSL_FLAG(int, num_hypotheses, 0, "Hypotheses per text (n-best)");
+ABSL_FLAG(int, num_hypotheses, 0, "Hypotheses per text (n-best); 0: 1");
 ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per text (0: the server's limit)");
 ABSL_FLAG(std::string, source_language, "",
           "Language of the texts: the model's code (spa_Latn, es_XX, es) or ISO 639-1/639-3; "

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/demo_model.h"
 #include "server/files/read_document.h"
 #include "server/file_api/translate_file.h"
 #include "server/glossaries/glossary_store.h"
@@ -54,9 +55,10 @@ ABSL_FLAG(std::string, models_dir, "",
           ".glossa) and loaded by its first request (which waits for it), not at start. With "
           "--model; with --model_config, a 'dir=' line instead");
 ABSL_FLAG(int64_t, max_loaded_mb, 0,
-          "Memory budget of the loaded models, in MB (estimated from each model's file and "
+          "Memory budget of the loaded models, in MiB (estimated from each model's file and "
           "compute type, plus the KV cache its engine has allocated): loading one more unloads "
-          "the least recently used others first, idle ones before busy ones (which finish their "
+          "others first, least recently used first (by their use before last: a model used "
+          "once goes before one in steady use), idle ones before busy ones (which finish their "
           "requests); 0: no limit. A --model_config line 'max_loaded_mb=N' overrides it");
 ABSL_FLAG(absl::Duration, model_config_poll, absl::Seconds(1),
           "How often --model_config and the model files it names are checked for changes (a "
@@ -69,9 +71,10 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "runs without metrics; an address given explicitly must be free.");
 ABSL_FLAG(std::string, http_listen, "127.0.0.1:8080",
           "HTTP/JSON address, HOST:PORT: LibreTranslate's POST /translate, GET /languages, "
-          "POST /detect, POST /translate_file and GET /download_file/<name>, Glossa's POST /v1/translate, GET /v1/models and /v1/glossaries "
-          "(protobuf JSON), and a page to try it at / (port 0 picks a free one; empty: no "
-          "HTTP). If this default "
+          "POST /detect, POST /translate_file, GET /download_file/<name>, GET /frontend/settings, "
+          "POST /suggest and GET /health, Glossa's POST /v1/translate, GET /v1/models and "
+          "/v1/glossaries (protobuf JSON), and a page to try it at / (port 0 picks a free one; "
+          "empty: no HTTP). If this default "
           "address is taken the server warns and runs without HTTP; an address given explicitly "
           "must be free. Bodies are limited by --max_message_bytes (/translate_file's by "
           "--max_file_mb).");
@@ -83,8 +86,8 @@ ABSL_FLAG(absl::Duration, http_translate_timeout, absl::Seconds(120),
           "HTTP: the deadline of one translation (then 504)");
 ABSL_FLAG(int, workers, 0,
           "Engine workers (step loops) per model; 0 = one per CPU core, at "
-          "most 8. Each worker batches the sentences it holds step by step; measured on 2 cores, "
-          "2 workers x 1 thread served 32 clients 1.6x faster than 1 x 1");
+          "most 8. Each worker batches the sentences it holds step by step (docs/performance.md "
+          "compares 2 workers x 1 thread with 1 x 2)");
 ABSL_FLAG(int, threads, 1,
           "Compute threads (OpenMP) per engine worker; workers × threads "
           "should not exceed the cores");
@@ -134,9 +137,12 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificates: with TLS, require client "
           "certificates signed by them (mutual TLS)");
 ABSL_FLAG(std::string, auth_token_file, "",
-          "File holding a static bearer token that Translate, "
-          "TranslateStream, ListModels and the GlossaryService calls require as "
-          "'authorization: Bearer <token>' metadata (health and reflection stay open)");
+          "File holding a static bearer token that Translate, TranslateStream, "
+          "TranslateDocument, ListModels and the GlossaryService calls require as "
+          "'authorization: Bearer <token>' metadata, and the HTTP routes as LibreTranslate's "
+          "api_key or an 'Authorization: Bearer' header (health, reflection and the HTTP routes "
+          "that translate nothing, /health, /languages, /frontend/settings and the page, stay "
+          "open)");
 ABSL_FLAG(std::string, glossary_dir, "",
           "Where stored glossaries (GlossaryService, /v1/glossaries) are kept, a file each, "
           "written atomically (a crash leaves whole files only); created if missing. Empty: in "
@@ -149,7 +155,7 @@ ABSL_FLAG(int, batch_limit, -1,
           "(--max_texts_per_request still applies)");
 ABSL_FLAG(int, req_limit, -1,
           "LibreTranslate's --req-limit: requests a minute per client (its API key, else its "
-          "address) on /translate and /detect, then 429 'Slowdown'; -1: none");
+          "address) on /translate, /detect and /translate_file, then 429 'Slowdown'; -1: none");
 ABSL_FLAG(int64_t, max_file_mb, 20,
           "LibreTranslate's POST /translate_file: the largest file accepted, in MiB (a 413 past "
           "it) and gRPC's TranslateDocument (whose message is also within --max_message_bytes); "
@@ -369,10 +375,11 @@ absl::StatusOr<ServedModels> ModelSpecs(const ModelDefaults& defaults, const cha
     }
     return read;
   }
+  ServedModels served;
   if (model_flags.empty() && models_dir.empty()) {
     model_flags.push_back("opus-mt-es-en=" + DefaultModelPath(argv0));
+    served.demo = true;
   }
-  ServedModels served;
   for (const std::string& flag : model_flags) {
     GLOSSA_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelFlag(flag, defaults));
     served.specs.push_back(std::move(spec));
@@ -404,6 +411,13 @@ bool UnloadsModels(const ServedModels& served) {
                      [](const ModelSpec& spec) { return spec.on_demand; });
 }
 
+// "es -> en" for a bilingual model, "100 languages" for a multilingual one.
+std::string LanguagesOf(const glossa::ModelInfo& info) {
+  if (!info.languages.empty()) return absl::StrCat(info.languages.size(), " languages");
+  return absl::StrCat(info.source_language.empty() ? "?" : info.source_language, " -> ",
+                      info.target_language.empty() ? "?" : info.target_language);
+}
+
 absl::StatusOr<std::unique_ptr<ModelRegistry>> LoadModels(const ServedModels& served) {
   GLOSSA_ASSIGN_OR_RETURN(std::unique_ptr<ModelRegistry> registry,
                           ModelRegistry::Load(served.specs));
@@ -414,12 +428,13 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> LoadModels(const ServedModels& se
   // The operators' view of what is served (ListModels sends no file paths to clients).
   for (const auto& [name, entry] : registry->catalogue()) {
     const glossa::ModelInfo& info = entry.card->info;
-    std::printf("glossa-server: model %s from %s (%s, %s, %zu languages)%s\n", name.c_str(),
+    std::printf("glossa-server: model %s from %s (%s, %s, %s)%s\n", name.c_str(),
                 entry.card->spec.path.c_str(), info.config.architecture.c_str(),
-                info.dtype.c_str(), info.languages.size(),
+                info.dtype.c_str(), LanguagesOf(info).c_str(),
                 entry.state == ModelState::kLoaded ? "" : ", loaded by its first request");
   }
-  if (budget_mb > 0) std::printf("glossa-server: memory budget of the loaded models: %lld MB\n",
+  if (served.demo) std::printf("glossa-server: %s\n", glossa::server::kDemoAbout);
+  if (budget_mb > 0) std::printf("glossa-server: memory budget of the loaded models: %lld MiB\n",
                                  static_cast<long long>(budget_mb));
   return registry;
 }
@@ -559,12 +574,13 @@ std::unique_ptr<FileApi> NewFileApi(const TranslatorService* service, HttpApi* a
 
 // After the token is set: HTTP's routes check the same one.
 absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossaryStore* glossaries,
-                                    bool given) {
+                                    bool given, bool demo) {
   HttpFront front;
   const std::string address = absl::GetFlag(FLAGS_http_listen);
   if (address.empty()) return front;
   front.api = std::make_unique<HttpApi>(service, absl::GetFlag(FLAGS_http_translate_timeout));
   front.api->SetGlossaries(glossaries);
+  if (demo) front.api->SetIntroduction(glossa::server::kDemoAbout, glossa::server::DemoExamples());
   front.api->SetLibreLimits(absl::GetFlag(FLAGS_char_limit), absl::GetFlag(FLAGS_batch_limit),
                             absl::GetFlag(FLAGS_req_limit));
   HttpServerOptions options;
@@ -632,12 +648,20 @@ std::unique_ptr<LiveModels> FollowModelConfig(ModelRegistry* models, const Model
   return live;
 }
 
-void PrintHowToCall(int port, const ModelRegistry& registry) {
+// The try-line names the glossa-client beside this binary (build/, the image's PATH) and, for
+// the demo model, a sentence it translates well.
+void PrintHowToCall(int port, const ModelRegistry& registry, bool demo, const char* argv0) {
   const std::string host = HostOf(absl::GetFlag(FLAGS_listen));
   std::printf("glossa-server: listening on %s:%d (models: %s)\n", host.c_str(), port,
               registry.Names().c_str());
-  std::printf("glossa-server: try  build/glossa-client --server %s:%d \"Hola, ¿cómo estás?\"\n",
-              host == "0.0.0.0" ? "127.0.0.1" : host.c_str(), port);
+  const std::string exe(argv0);
+  const size_t slash = exe.rfind('/');
+  const std::string client =
+      slash == std::string::npos ? "glossa-client" : exe.substr(0, slash + 1) + "glossa-client";
+  const std::string what = demo ? absl::StrCat("\"", glossa::server::DemoExamples()[0], "\"")
+                                : std::string("--list");
+  std::printf("glossa-server: try  %s --server %s:%d %s\n", client.c_str(),
+              host == "0.0.0.0" ? "127.0.0.1" : host.c_str(), port, what.c_str());
   std::fflush(stdout);
 }
 
@@ -718,7 +742,7 @@ int main(int argc, char** argv) {
   service.SetPivotLanguage(absl::GetFlag(FLAGS_pivot_language));
   const DocumentTranslator documents(&service, DocumentOptionsFromFlags());
   ServeDocuments(&service, &documents);
-  auto http = StartHttp(&service, glossaries->get(), line.http_listen_given);
+  auto http = StartHttp(&service, glossaries->get(), line.http_listen_given, specs->demo);
   if (!http.ok()) return Fail(http.status());
   GlossaryServiceImpl glossary_service(glossaries->get(), &service);
   UnknownMethodService unknown_methods;
@@ -730,7 +754,7 @@ int main(int argc, char** argv) {
   ReportServing(health, **registry);
   std::unique_ptr<LiveModels> live =
       FollowModelConfig(registry->get(), *defaults, health, &request_metrics);
-  PrintHowToCall(port, **registry);
+  PrintHowToCall(port, **registry, specs->demo, argv[0]);
 
   const int signal = WaitForStopSignal(signals, live.get());
   Drain(signal, server->get(), health, &service, std::move(http->server), registry->get());

@@ -42,8 +42,8 @@ ABSL_FLAG(int, max_output_tokens, 0, "Most tokens generated per sentence, end-of
           "included; 0 = the model's limit");
 ABSL_FLAG(int, num_hypotheses, 1, "Hypotheses per sentence (n-best, <= beam_size); with more "
           "than one, lines read 'INDEX ||| TEXT ||| SCORE'");
-ABSL_FLAG(double, length_penalty, -1000, "Length penalty (score / length^penalty); default: the "
-          "model's generation config");
+ABSL_FLAG(double, length_penalty, -1000, "Length penalty (score / length^penalty); -1000 (the "
+          "default) or less: the model's generation config");
 ABSL_FLAG(bool, scores, false, "Append '\\tSCORE' to each output line");
 ABSL_FLAG(bool, token_scores, false,
           "Append a tab and each token's log-probability (space-separated; with n-best: ' ||| ' "

@@ -30,7 +30,8 @@ ABSL_FLAG(std::string, server, "127.0.0.1:50051",
           "the name resolves to (a headless Kubernetes service: every pod)");
 ABSL_FLAG(std::string, model, "",
           "Model name (empty: the server's only model, or the one it routes the languages to)");
-ABSL_FLAG(std::string, input, "", "Input file (required): a segment per line");
+ABSL_FLAG(std::string, input, "",
+          "Input file: a segment per line (one of --input, --input_dir or --merge is needed)");
 ABSL_FLAG(std::string, input_dir, "",
           "A folder of documents instead of --input: every .docx, .pptx, .xlsx, .odt, .odp, "
           ".epub, .html/.htm, .srt, .vtt, .md/.markdown, .txt under it (subfolders too) "
@@ -38,8 +39,8 @@ ABSL_FLAG(std::string, input_dir, "",
           "--output_dir; with --resume, the files already done are skipped");
 ABSL_FLAG(std::string, output_dir, "", "With --input_dir: the folder the translations go to");
 ABSL_FLAG(std::string, output, "",
-          "Output file (required): a line per input line, in input order, in the input's "
-          "format and line endings. Its journal is written beside it, as OUTPUT.journal");
+          "Output file, needed with --input: a line per input line, in input order, in the "
+          "input's format and line endings. Its journal is written beside it, as OUTPUT.journal");
 ABSL_FLAG(std::string, format, "auto",
           "text (the whole line is the segment), tsv (the segment is in --column; other "
           "columns are kept), jsonl (the segment is the string field --field of an object per "

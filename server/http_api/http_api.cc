@@ -134,7 +134,7 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
   const bool post = request.method == "POST";
   if (request.method == "OPTIONS") return {204, "text/plain", ""};  // CORS preflight
   if (path == "/" || path == "/index.html") {
-    if (get) return {200, "text/html; charset=utf-8", std::string(kWebPage)};
+    if (get) return {200, "text/html; charset=utf-8", page_};
   } else if (path == "/translate") {
     if (post) return LibreTranslate(*service_, request, timeout_, libre_limits_);
   } else if (path == "/languages") {

@@ -1,11 +1,12 @@
 // The HTTP/JSON API of glossa-server (--http_listen): LibreTranslate's routes (POST /translate,
-// GET /languages, POST /detect; server/libretranslate.h; and GET /health, GET /frontend/settings,
-// POST /suggest, answered here; POST /translate_file and GET /download_file/<name> through the
-// handler SetFileApi gives), Glossa's own POST /v1/translate and
-// GET /v1/models (protobuf's JSON mapping of TranslateRequest/TranslateResponse and
-// ListModelsResponse), the stored glossaries at /v1/glossaries (glossary_routes.cc), and the page
-// at GET /. Translations go through TranslatorService's transport-neutral NewTranslateJob, so
-// limits, validation, the token, metrics (method label = the path) and batching are gRPC's own.
+// GET /languages, POST /detect: server/http_api/libretranslate.h; and GET /health,
+// GET /frontend/settings, POST /suggest, answered here; POST /translate_file and
+// GET /download_file/<name> through the handler SetFileApi gives), Glossa's own POST
+// /v1/translate and GET /v1/models (protobuf's JSON mapping of TranslateRequest,
+// TranslateResponse and ListModelsResponse), the stored glossaries at /v1/glossaries
+// (glossary_routes.cc), and the page at GET /. Translations go through TranslatorService's
+// transport-neutral NewTranslateJob, so limits, validation, the token, metrics (method label =
+// the path) and batching are gRPC's own.
 #ifndef GLOSSA_SERVER_HTTP_API_HTTP_API_H_
 #define GLOSSA_SERVER_HTTP_API_HTTP_API_H_
 
@@ -18,6 +19,7 @@
 #include "glossa/v1/translator.pb.h"
 #include "server/http/http_server.h"
 #include "server/http_api/libretranslate.h"
+#include "server/http_api/web_page.h"
 #include "server/glossaries/glossary_store.h"
 #include "server/metrics/metrics.h"
 #include "server/grpc/service.h"
@@ -34,6 +36,10 @@ class HttpApi {
   // The stored glossaries of /v1/glossaries (null: those routes answer 404). Must outlive the
   // API.
   void SetGlossaries(GlossaryStore* store) { glossaries_ = store; }
+  // What the page at / says above its form, and example sentences it offers (web_page.h).
+  void SetIntroduction(absl::string_view about, const std::vector<std::string>& examples) {
+    page_ = WebPage(about, examples);
+  }
   // LibreTranslate's limits on its routes: characters per text and texts per request (-1: none),
   // requests per client per minute (<= 0: none).
   void SetLibreLimits(int char_limit, int batch_limit, int requests_per_minute) {
@@ -61,6 +67,7 @@ class HttpApi {
   const TranslatorService* service_;
   absl::Duration timeout_;
   GlossaryStore* glossaries_ = nullptr;
+  std::string page_ = WebPage("", {});
   std::unique_ptr<RateLimiter> limiter_;
   LibreLimits libre_limits_;
   HttpHandler file_handler_;

@@ -2,7 +2,7 @@
 // it (browser extensions, chat and forum plugins, editors, scripts) can point at Glossa. Shapes:
 //   POST /translate  JSON or form: q (string, or array of strings in JSON), source, target,
 //                    format (text: documents, split into sentences; html: the text nodes,
-//                    server/html_text.h), alternatives (n), api_key
+//                    server/text/html_text.h), alternatives (n), api_key
 //                    -> {"translatedText": "..."} or {"translatedText": ["...", ...]}, with
 //                       "alternatives": [...] (per text in the array case) when asked for
 //   GET /languages   -> [{"code": "es", "name": "Spanish", "targets": ["en"]}, ...]

@@ -1,12 +1,18 @@
 #include "server/http_api/web_page.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "text/inline_tags.h"
+
 namespace glossa::server {
+namespace {
 
 // Behaviour worth knowing: a translation starts 300 ms after the last keystroke and a newer one
 // aborts the older (AbortController), so answers never arrive out of order; a fragment such as
 // #source=es&target=en&q=Hola fills the form (links, and the browser test); an API key typed
 // in is sent as api_key when the server requires one.
-const absl::string_view kWebPage = R"html(<!DOCTYPE html>
+constexpr absl::string_view kIntroductionMark = "<!--introduction-->";
+constexpr absl::string_view kWebPage = R"html(<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -25,12 +31,15 @@ const absl::string_view kWebPage = R"html(<!DOCTYPE html>
   select, button, input { font: inherit; padding: 4px 8px; }
   #status { color: #666; font-size: 14px; min-height: 1.4em; }
   #status.error { color: #b00020; }
+  #about { margin: 0 0 14px; color: #444; }
+  #about button { margin: 4px 6px 0 0; }
   @media (max-width: 700px) { .panes { grid-template-columns: 1fr; } }
 </style>
 </head>
 <body>
 <header><h1>Glossa</h1></header>
 <main>
+  <!--introduction-->
   <div class="bar">
     <label>From <select id="source" aria-label="Source language"></select></label>
     <label>To <select id="target" aria-label="Target language"></select></label>
@@ -111,6 +120,9 @@ async function start() {
   document.body.dataset.ready = "1";
 }
 
+for (const example of document.querySelectorAll("button.example")) {
+  example.addEventListener("click", () => { $("input").value = example.textContent; translate(); });
+}
 $("input").addEventListener("input", schedule);
 $("source").addEventListener("change", () => { fillTargets(); translate(); });
 $("target").addEventListener("change", translate);
@@ -128,5 +140,21 @@ start();
 </body>
 </html>
 )html";
+
+}  // namespace
+
+std::string WebPage(absl::string_view about, const std::vector<std::string>& examples) {
+  std::string introduction;
+  if (!about.empty()) {
+    introduction = absl::StrCat("<section id=\"about\"><p>", EscapeXmlText(about), "</p>");
+    if (!examples.empty()) absl::StrAppend(&introduction, "<p>Try:<br>");
+    for (const std::string& example : examples) {
+      absl::StrAppend(&introduction, "<button type=\"button\" class=\"example\">",
+                      EscapeXmlText(example), "</button>");
+    }
+    absl::StrAppend(&introduction, examples.empty() ? "" : "</p>", "</section>");
+  }
+  return absl::StrReplaceAll(kWebPage, {{kIntroductionMark, introduction}});
+}
 
 }  // namespace glossa::server

@@ -4,11 +4,16 @@
 #ifndef GLOSSA_SERVER_HTTP_API_WEB_PAGE_H_
 #define GLOSSA_SERVER_HTTP_API_WEB_PAGE_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/string_view.h"
 
 namespace glossa::server {
 
-extern const absl::string_view kWebPage;
+// The page. With an `about` text, it shows that text above the form and each of `examples` as a
+// button that translates it (the bundled demo model says what it is and what it translates well).
+std::string WebPage(absl::string_view about, const std::vector<std::string>& examples);
 
 }  // namespace glossa::server
 

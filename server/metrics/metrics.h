@@ -43,7 +43,7 @@ class Exposer;
 
 namespace glossa::server {
 
-// gRPC's methods, then the HTTP API's routes (server/http_api.h), labelled by their path.
+// gRPC's methods, then the HTTP API's routes (server/http_api/http_api.h), labelled by their path.
 enum class Method {
   kTranslate = 0,
   kTranslateStream = 1,

@@ -1,5 +1,5 @@
 // What a server serves: one ModelSpec per model name, from --model NAME=PATH flags or from a
-// --model_config file (re-read while the server runs, see LiveModels in server/live_models.h).
+// --model_config file (re-read while the server runs, see LiveModels in server/live/live_models.h).
 //
 // The file is text or JSON (JSON when its first non-blank character is '{'):
 //
@@ -80,6 +80,7 @@ absl::StatusOr<std::vector<ModelSpec>> ScanModelsDir(const std::string& dir,
 struct ServedModels {
   std::vector<ModelSpec> specs;
   int64_t max_loaded_mb = -1;  // -1: not set (the --max_loaded_mb flag applies); 0: no limit
+  bool demo = false;  // the bundled demo model, served because no model was named
 };
 absl::StatusOr<ServedModels> ParseServedModels(absl::string_view text,
                                                const ModelDefaults& defaults,

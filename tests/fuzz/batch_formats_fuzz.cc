@@ -1,4 +1,4 @@
-// Fuzzes glossa-batch's line readers and writers (server/batch/formats.h). The first input byte
+// Fuzzes glossa-batch's line readers and writers (server/batch/io/formats.h). The first input byte
 // picks the format and options, the rest is a piece of an input file: it is split into lines at
 // '\n' as LineReader does, and each line goes through SplitLineEnding, ParseRecord and, when it
 // parses, RenderRecord with a translation that holds tabs and line breaks. Checks: one input line

@@ -361,7 +361,7 @@ def zip_bytes(entries):
 
 
 # document_zip: a byte that picks the format (0 .docx, 1 .pptx, 2 .xlsx, 3 .odt, 4 .odp, 5 .epub;
-# server/documents/office.cc's order), then the file (document_zip_fuzz.cc).
+# server/files/office.cc's order), then the file (document_zip_fuzz.cc).
 ZIP_SEEDS = {
     "a.docx": b"\x00" + zip_bytes([("[Content_Types].xml", "<Types/>", False),
                                    ("word/document.xml", WORD_XML, False)]),

@@ -785,5 +785,55 @@ class DeadlineTest(ServerTestCase):
         self.assertTranslatesNormally()
 
 
+class DemoModelTest(unittest.TestCase):
+    """With no model named, the server serves the bundled demo and says what it is: start-up
+    lines, a try-line with a sentence it translates well, and the page at / with its examples,
+    each translated as the demo translates it."""
+
+    EXAMPLES = {  # server/demo_model.h's examples and the demo's translations (beam 4)
+        "¡Cuán grandes son tus obras, oh Jehová!": "How great are your works, Yahweh!",
+        "La gracia de nuestro Señor Jesucristo sea con vuestro espíritu. Amén.":
+            "The grace of our Lord Jesus Christ be with your spirit. Amen.",
+        "Y los hijos de Israel partieron de Egipto.": "The children of Israel traveled from Egypt.",
+        "Y Moisés edificó un altar.": "Moses built an altar.",
+    }
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess("--http_listen", "127.0.0.1:0", models=())
+        cls.addClassCleanup(cls.server.stop)
+
+    def test_start_up_says_what_the_demo_is_and_how_to_try_it(self):
+        lines = self.server.stdout_lines
+        model = [line for line in lines if line.startswith("glossa-server: model opus-mt-es-en ")]
+        self.assertEqual(len(model), 1, lines)
+        self.assertTrue(model[0].endswith("(marian, float32, es -> en)"), model[0])
+        self.assertTrue(any("trained only on Bible verses" in line for line in lines), lines)
+        first = next(iter(self.EXAMPLES))
+        self.assertIn(f"glossa-server: try  {os.path.dirname(SERVER)}/glossa-client --server "
+                      f"{self.server.address} \"{first}\"", lines)
+
+    def test_the_examples_translate_well_and_the_page_offers_them(self):
+        http = next(re.match(r"glossa-server: HTTP on (http://\S+/)$", line).group(1)
+                    for line in self.server.stdout_lines if line.startswith("glossa-server: HTTP"))
+        page = urllib.request.urlopen(http, timeout=10).read().decode()
+        self.assertIn("trained only on Bible verses", page)
+        stub = pb_grpc.TranslatorStub(self.server.channel)
+        for source, want in self.EXAMPLES.items():
+            self.assertIn(f'<button type="button" class="example">{html.escape(source)}</button>',
+                          page)
+            got = stub.Translate(pb.TranslateRequest(texts=[source]), timeout=RPC_TIMEOUT_S)
+            self.assertEqual(got.translations[0].hypotheses[0].text, want, source)
+
+    def test_a_named_model_gets_no_demo_lines(self):
+        server = ServerProcess()
+        try:
+            self.assertFalse(any("Bible" in line for line in server.stdout_lines))
+            self.assertTrue(any(line.endswith(" --list") for line in server.stdout_lines),
+                            server.stdout_lines)
+        finally:
+            server.stop()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -13,8 +13,14 @@
 #   GLOSSA_CONTAINER_CACHE   where the debian:12-slim base tarball is kept between runs
 #                       (default /var/cache/glossa-test, else $XDG_CACHE_HOME/glossa-test);
 #                       delete debian-12-slim.tar.gz there to make a fresh one
+#   GLOSSA_CONTAINER_FRESH=1   build with nothing kept from earlier runs (ctest
+#                       container_image_fresh, label long). Otherwise (container_image) podman's
+#                       image store and the build's ccache (the Dockerfile's cache mount) are kept
+#                       in the cache directory, so that an unchanged deploy/setup.sh layer and
+#                       unchanged sources are not built again; the store is emptied past 8 GB.
 # podman keeps everything (images, containers, networks) under a directory of its own inside the
-# cache directory, removed at the end; a run killed before its cleanup is cleaned by the next.
+# cache directory; a fresh run's is removed at the end, and a run killed before its cleanup is
+# cleaned by the next.
 # Exit 77 (skip) only when podman is not installed.
 set -euo pipefail
 
@@ -47,11 +53,11 @@ flock -w 600 9 || fail "another container test holds $CACHE/.lock for over 10 mi
 
 # podman's configuration for this test: its own storage and state in $WORK, and the two fixes
 # that these machines need (hard limits that cannot be raised; crun unsupported: runc).
-write_podman_conf() {  # DIR
-  local dir=$1 nofile nproc
+write_podman_conf() {  # DIR [RUN_DIR]: images under DIR, the run-time state under RUN_DIR
+  local dir=$1 run=${2:-$1} nofile nproc
   nofile=$(ulimit -Hn); [ "$nofile" = unlimited ] && nofile=1048576
   nproc=$(ulimit -Hu); { [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ]; } && nproc=32768
-  mkdir -p "$dir/graph" "$dir/run" "$dir/tmp" "$dir/networks"
+  mkdir -p "$dir/graph" "$run/run" "$run/tmp" "$run/networks"
   cat >"$dir/containers.conf" <<EOF
 [containers]
 default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
@@ -59,15 +65,15 @@ default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
 runtime = "runc"
 events_logger = "file"
 cgroup_manager = "cgroupfs"
-tmp_dir = "$dir/tmp"
+tmp_dir = "$run/tmp"
 [network]
-network_config_dir = "$dir/networks"
+network_config_dir = "$run/networks"
 EOF
   cat >"$dir/storage.conf" <<EOF
 [storage]
 driver = "overlay"
 graphroot = "$dir/graph"
-runroot = "$dir/run"
+runroot = "$run/run"
 EOF
 }
 # podman logs an error for each container with a HEALTHCHECK when there is no systemd to run
@@ -100,20 +106,45 @@ done
 
 WORK=$(mktemp -d "$CACHE/run.XXXXXX")
 echo $$ >"$WORK/pid"
+# Where podman keeps its images, and where the build's cache mounts live (buildah puts them
+# under $TMPDIR): this run's own directory, or the cache directory's, kept between runs.
+if [ "${GLOSSA_CONTAINER_FRESH:-0}" = 1 ]; then
+  STORE=$WORK
+  BUILD_TMP=$WORK/tmp
+else
+  STORE=$CACHE/store
+  BUILD_TMP=$CACHE/build-tmp
+  if [ -d "$STORE" ] && [ "$(du -sm "$STORE" | cut -f1)" -gt 8000 ]; then
+    echo "emptying the kept image store $STORE (over 8 GB)"
+    remove_work_dir "$STORE"
+  fi
+fi
+mkdir -p "$BUILD_TMP"
 NAME=glossa-test-$$
 cleanup() {
   local rc=$?
-  if [ "$rc" -ne 0 ] && podman_in "$WORK" container exists "$NAME" 2>/dev/null; then
-    echo "--- container log"; podman_in "$WORK" logs "$NAME" 2>&1 | tail -40
+  if [ "$rc" -ne 0 ] && podman_in "$STORE" container exists "$NAME" 2>/dev/null; then
+    echo "--- container log"; podman_in "$STORE" logs "$NAME" 2>&1 | tail -40
   fi
-  podman_in "$WORK" rm -f -t 0 "$NAME" >/dev/null 2>&1 || true
+  podman_in "$STORE" rm -f -t 0 "$NAME" >/dev/null 2>&1 || true
+  if [ "$STORE" != "$WORK" ]; then  # the kept store: this run's image goes, its layers stay
+    podman_in "$STORE" rmi -f "$IMAGE" >/dev/null 2>&1 || true
+  fi
   remove_work_dir "$WORK"
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT HUP
-write_podman_conf "$WORK"
-export CONTAINERS_CONF="$WORK/containers.conf" CONTAINERS_STORAGE_CONF="$WORK/storage.conf"
+# podman refuses a store whose recorded run-time paths changed: a kept store keeps them too, on
+# /run (a tmpfs, emptied by a reboot, after which podman resets their state as it should).
+state=$WORK
+if [ "$STORE" != "$WORK" ]; then
+  state=/run/glossa-test-podman
+  mkdir -p "$state" 2>/dev/null && [ -w "$state" ] || state=$STORE/state
+fi
+write_podman_conf "$STORE" "$state"
+export CONTAINERS_CONF="$STORE/containers.conf" CONTAINERS_STORAGE_CONF="$STORE/storage.conf"
+podman rm -a -f -t 0 >/dev/null 2>&1 || true  # a kept store's containers of a killed run
 total_start=$SECONDS
 
 # --- Base image: debian:12-slim made with debootstrap (no registry reachable) ------------------
@@ -171,15 +202,22 @@ EOF
 else
   step "using the cached base $BASE_TAR"
 fi
-podman import --quiet --change 'CMD ["bash"]' "$BASE_TAR" localhost/debian:12-slim >/dev/null
-podman tag localhost/debian:12-slim docker.io/library/debian:12-slim
+# Imported once per tarball into a kept store: a new import is a new base, and every layer
+# built on it would be built again.
+base_stamp=$(stat -c %Y "$BASE_TAR")
+if ! podman image exists localhost/debian:12-slim ||
+   [ "$(cat "$STORE/base-stamp" 2>/dev/null)" != "$base_stamp" ]; then
+  podman import --quiet --change 'CMD ["bash"]' "$BASE_TAR" localhost/debian:12-slim >/dev/null
+  podman tag localhost/debian:12-slim docker.io/library/debian:12-slim
+  echo "$base_stamp" >"$STORE/base-stamp"
+fi
 base_seconds=$(seconds_since "$t")
 
 # --- Build ----------------------------------------------------------------------------------
 step "podman build (the Dockerfile as it is; compiles Glossa in the build stage)"
 t=$SECONDS
 sha=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if ! timeout "$BUILD_TIMEOUT" podman build --pull=never --format docker \
+if ! TMPDIR=$BUILD_TMP timeout "$BUILD_TIMEOUT" podman build --pull=never --format docker \
     --build-arg GLOSSA_GIT_SHA="$sha" -t "$IMAGE" -f "$SRC/Dockerfile" "$SRC" \
     >"$WORK/build.log" 2>&1; then
   tail -60 "$WORK/build.log"

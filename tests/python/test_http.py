@@ -54,9 +54,10 @@ def tearDownModule():
 class HttpServer(ts.ServerProcess):
     """A glossa-server with HTTP and metrics on free ports."""
 
-    def __init__(self, *flags, metrics=True):
+    def __init__(self, *flags, metrics=True, models=None):
         super().__init__("--http_listen", "127.0.0.1:0",
-                         "--metrics_listen", "127.0.0.1:0" if metrics else "", *flags)
+                         "--metrics_listen", "127.0.0.1:0" if metrics else "", *flags,
+                         models=models)
         self.http_port = self.port_of(r"glossa-server: HTTP on http://127\.0\.0\.1:(\d+)/")
         self.metrics_port = (self.port_of(r"glossa-server: metrics on http://127\.0\.0\.1:(\d+)/")
                              if metrics else None)

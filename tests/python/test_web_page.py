@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The page at / in a real browser: headless Chromium (Debian's `chromium`) driven over the
 DevTools protocol loads the page, types Spanish into it and waits for the English translation,
-which must equal LibreTranslate's POST /translate answer for the same text. A screenshot is
-written to $GLOSSA_SCREENSHOT (the one in the README is a copy of it).
+which must equal LibreTranslate's POST /translate answer for the same text; with the bundled demo
+model, the page says what it is and a click on one of its example sentences translates it. A
+screenshot of that page is written to $GLOSSA_SCREENSHOT (the one in the README is a copy of it).
 
 Skips, saying why, without chromium or Python's websocket client (Debian python3-websocket).
 Run by ctest (python_web_page), or by hand from the repository root:
@@ -155,11 +156,6 @@ class WebPageTest(test_http.HttpTestCase):
         self.assertEqual(got, answer["translatedText"])
         self.assertIn("light", got)
 
-        if SCREENSHOT:
-            shot = b.call("Page.captureScreenshot", format="png")
-            with open(SCREENSHOT, "wb") as f:
-                f.write(base64.b64decode(shot["data"]))
-
         # The copy button puts the translation on the clipboard (or says how to copy it).
         b.evaluate("document.getElementById('copy').click()")
         b.wait_for("document.getElementById('status').textContent !== ''"
@@ -176,6 +172,38 @@ class WebPageTest(test_http.HttpTestCase):
         message = b.wait_for("document.getElementById('status').className === 'error'"
                              " && document.getElementById('status').textContent", "the error")
         self.assertIn("limit", message)
+
+
+class DemoPageTest(test_http.HttpTestCase):
+    """With the bundled demo (no model named), the page says what the demo is and offers
+    sentences it translates well; a click translates one. The README's screenshot is this page."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = test_http.HttpServer(models=())
+        cls.addClassCleanup(cls._stop_server)
+        cls.translator = ts.pb_grpc.TranslatorStub(cls.server.channel)
+        cls.browser = Browser()
+        cls.addClassCleanup(cls.browser.close)
+
+    def test_an_example_translates_when_clicked(self):
+        b = self.browser
+        b.call("Page.navigate", url=f"http://127.0.0.1:{self.server.http_port}/")
+        b.wait_for("document.body && document.body.dataset.ready === '1'", "the languages")
+        about = b.evaluate("document.getElementById('about').textContent")
+        self.assertIn("trained only on Bible verses", about)
+        examples = b.evaluate("[...document.querySelectorAll('button.example')]"
+                              ".map((e) => e.textContent)")
+        self.assertGreaterEqual(len(examples), 3, examples)
+        b.evaluate("document.querySelector('button.example').click()")
+        got = b.wait_for("document.getElementById('status').textContent.startsWith('Translated')"
+                         " && document.getElementById('output').value", "the translation")
+        self.assertEqual(b.evaluate("document.getElementById('input').value"), examples[0])
+        self.assertEqual(got, "How great are your works, Yahweh!")
+        if SCREENSHOT:
+            shot = b.call("Page.captureScreenshot", format="png")
+            with open(SCREENSHOT, "wb") as f:
+                f.write(base64.b64decode(shot["data"]))
 
 
 if __name__ == "__main__":

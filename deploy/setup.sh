@@ -22,6 +22,7 @@ BUILD_PACKAGES=(
 # clang-14 and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz targets (tests/fuzz);
 # libomp-14-dev only for clang's omp.h (that build links GCC's libgomp, as oneDNN does).
 # chromium and python3-websocket: the web page test drives headless Chromium over DevTools.
+# nodejs: docs/quickstart.md's JavaScript example (the npm clients test also needs npm).
 # python3-sentencepiece: the CTranslate2 side of tests/bench/peer_compare.py tokenizes with it.
 # python3-docx, python3-openpyxl, python3-ebooklib: independent writers and readers of the office
 # documents and e-books the file API test translates; LibreOffice (headless, no GUI) makes the
@@ -29,7 +30,7 @@ BUILD_PACKAGES=(
 TEST_PACKAGES=(python3-grpcio python3-protobuf python3-yaml prometheus
                podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs
                clang-14 libclang-rt-14-dev libomp-14-dev
-               chromium python3-websocket python3-sentencepiece
+               chromium python3-websocket python3-sentencepiece nodejs
                python3-docx python3-openpyxl python3-ebooklib
                libreoffice-writer-nogui libreoffice-impress-nogui)
 

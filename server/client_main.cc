@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/status.h"
 #include "cli/control_flags.h"
 #include "util/usage.h"
 #include "absl/strings/str_join.h"
@@ -84,8 +85,14 @@ std::shared_ptr<grpc::ChannelCredentials> Credentials() {
   return grpc::SslCredentials(options);
 }
 
+// "UNAVAILABLE": gRPC's name for a status code (its codes are absl's).
+std::string CodeName(grpc::StatusCode code) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
 int Fail(const grpc::Status& status) {
-  std::cerr << "glossa-client: " << status.error_code() << " " << status.error_message() << "\n";
+  std::cerr << "glossa-client: " << CodeName(status.error_code()) << ": " << status.error_message()
+            << "\n";
   return 1;
 }
 

@@ -612,6 +612,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), credentials, port);
+  // gRPC shares a port with another process (SO_REUSEPORT) by default on Linux: a second server
+  // on a taken port would start, and take half of the first one's connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes)));
   for (grpc::Service* service : services) builder.RegisterService(service);
   builder.RegisterCallbackGenericService(unknown_methods);

@@ -488,6 +488,17 @@ class SyntheticModelTest(ConvertTestCase):
             self.assertEqual(entries[name]["offset"], entries["encoder.embed_tokens.weight"]["offset"])
         self.assertNotIn("shared.weight", entries)
 
+    def test_a_bin_checkpoint_without_pytorch_is_refused_with_what_to_install(self):
+        model_dir = os.path.join(self.tmp, "tiny-model")
+        TinyMarian().write(model_dir)
+        # The converter run in a Python where `import torch` fails, as on a machine without it.
+        script = ("import runpy, sys; sys.modules['torch'] = None; sys.argv = sys.argv[1:]; "
+                  "runpy.run_path(sys.argv[0], run_name='__main__')")
+        result = subprocess.run([sys.executable, "-c", script, CONVERT, "--input", model_dir,
+                                 "--output", os.path.join(self.tmp, "tiny.glossa")],
+                                capture_output=True, text=True, timeout=120)
+        self.assertRefused(result, "needs PyTorch", "python3-torch", "model.safetensors")
+
     def test_safetensors_with_only_shared_weight(self):
         for dtype in ("F32", "F16", "BF16"):
             with self.subTest(dtype=dtype):

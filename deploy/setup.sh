@@ -17,7 +17,8 @@ BUILD_PACKAGES=(
   libcivetweb-dev libicu-dev libgumbo-dev libcld2-dev libisal-dev libzip-dev libpugixml-dev
   python3 python3-numpy python3-torch
 )
-# podman and friends: the container test builds the top-level Dockerfile and runs the image
+# podman and friends: the container test builds the top-level Dockerfile and runs the image, and
+# brings up deploy/docker-compose.yml's glossa service with podman-compose
 # (../shared/NOTES-containers.md; debootstrap makes the debian:12-slim base without a registry).
 # clang-14 and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz targets (tests/fuzz);
 # libomp-14-dev only for clang's omp.h (that build links GCC's libgomp, as oneDNN does).
@@ -28,7 +29,7 @@ BUILD_PACKAGES=(
 # documents and e-books the file API test translates; LibreOffice (headless, no GUI) makes the
 # OpenDocument and PowerPoint files of that test and checks that translations open and print.
 TEST_PACKAGES=(python3-grpcio python3-protobuf python3-yaml prometheus
-               podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs
+               podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs podman-compose
                clang-14 libclang-rt-14-dev libomp-14-dev
                chromium python3-websocket python3-sentencepiece nodejs
                python3-docx python3-openpyxl python3-ebooklib

@@ -126,7 +126,7 @@ cleanup() {
   if [ "$rc" -ne 0 ] && podman_in "$STORE" container exists "$NAME" 2>/dev/null; then
     echo "--- container log"; podman_in "$STORE" logs "$NAME" 2>&1 | tail -40
   fi
-  podman_in "$STORE" rm -f -t 0 "$NAME" >/dev/null 2>&1 || true
+  podman_in "$STORE" rm -a -f -t 0 >/dev/null 2>&1 || true  # the store is this test's own
   if [ "$STORE" != "$WORK" ]; then  # the kept store: this run's image goes, its layers stay
     podman_in "$STORE" rmi -f "$IMAGE" >/dev/null 2>&1 || true
   fi
@@ -337,6 +337,32 @@ if ! grep -q "draining" <<<"$logs" || ! grep -q "glossa-server: stopped" <<<"$lo
   fail "the log does not show the drain: $logs"
 fi
 echo "stopped on SIGTERM with exit code 0 in $(seconds_since "$t") s"
+
+# --- deploy/docker-compose.yml's glossa service, as the quickstart uses it ---------------------
+step "podman-compose up glossa (deploy/docker-compose.yml): gRPC and HTTP on the published ports"
+compose_up() {
+  command -v podman-compose >/dev/null || { echo "skipped: podman-compose is not installed"; return; }
+  if ss -ltn | grep -qE '127\.0\.0\.1:(50051|8080|9464) |\*:(50051|8080|9464) '; then
+    echo "skipped: the compose file's host ports (50051, 8080, 9464) are taken"; return
+  fi
+  podman tag "$IMAGE" localhost/glossa:latest  # the compose file's image, already built
+  local compose=(podman-compose -p "glossa-test-$$" -f "$SRC/deploy/docker-compose.yml")
+  "${compose[@]}" up -d --no-build glossa >"$WORK/compose.log" 2>&1 ||
+    { cat "$WORK/compose.log"; fail "podman-compose up glossa"; }
+  local deadline=$((SECONDS + 120)) answer
+  until "$CLIENT" --server 127.0.0.1:50051 --health --timeout 2s >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || { cat "$WORK/compose.log"; fail "compose: no gRPC health in 120 s"; }
+    sleep 1
+  done
+  answer=$(curl -s --max-time 30 localhost:8080/translate \
+    -d 'q=¡Cuán grandes son tus obras, oh Jehová!&source=es&target=en')
+  "${compose[@]}" down >>"$WORK/compose.log" 2>&1 || true
+  podman rmi localhost/glossa:latest >/dev/null 2>&1 || true
+  [ "$answer" = '{"translatedText":"How great are your works, Yahweh!"}' ] ||
+    fail "compose: POST /translate on 127.0.0.1:8080 answered '$answer'"
+  echo "compose: gRPC health SERVING on 127.0.0.1:50051; 127.0.0.1:8080/translate: $answer"
+}
+compose_up
 
 step "done"
 echo "summary: image $((size / 1000000)) MB; base image ${base_seconds} s, build ${build_seconds} s," \

@@ -182,10 +182,18 @@ int Translate(v1::Translator::Stub& stub, const std::string& text) {
   return status.ok() ? 0 : Fail(status);
 }
 
+// Whether `name` is a file name alone: nothing that climbs out of a folder or names another.
+bool IsPlainFileName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of(std::string("/\\\0", 3)) == std::string::npos;
+}
+
 int TranslateDocument(v1::Translator::Stub& stub, const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string folder = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   v1::TranslateDocumentRequest request;
   request.set_content(ReadFile(path));
-  request.set_file_name(path);
+  request.set_file_name(path.substr(folder.size()));  // the server needs no local path
   request.set_model(absl::GetFlag(FLAGS_model));
   request.set_source_language(absl::GetFlag(FLAGS_source_language));
   request.set_target_language(absl::GetFlag(FLAGS_target_language));
@@ -196,8 +204,13 @@ int TranslateDocument(v1::Translator::Stub& stub, const std::string& path) {
   if (!status.ok()) return Fail(status);
   std::string output = absl::GetFlag(FLAGS_output);
   if (output.empty()) {
-    const size_t slash = path.find_last_of('/');
-    output = (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + response.file_name();
+    // Beside the input, under the name the server chose, if it is a name and nothing more.
+    if (!IsPlainFileName(response.file_name())) {
+      std::cerr << "glossa-client: the server named the translation '" << response.file_name()
+                << "', which is not a plain file name; nothing written (give --output)\n";
+      return 2;
+    }
+    output = folder + response.file_name();
   }
   std::ofstream out(output, std::ios::binary);
   out << response.content();

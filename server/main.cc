@@ -502,7 +502,14 @@ absl::Status RequireTokenFromFlags(TranslatorService& service) {
   const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
   if (token_file.empty()) return absl::OkStatus();
   GLOSSA_ASSIGN_OR_RETURN(std::string token, ReadFile("auth_token_file", token_file));
-  service.RequireToken(std::string(absl::StripAsciiWhitespace(token)));
+  const absl::string_view stripped = absl::StripAsciiWhitespace(token);
+  // An empty token would switch authentication off, silently.
+  if (stripped.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--auth_token_file ", token_file, " holds no token (only whitespace); write one into it "
+        "(openssl rand -hex 32 > FILE), or leave the flag out to serve without a token"));
+  }
+  service.RequireToken(std::string(stripped));
   return absl::OkStatus();
 }
 

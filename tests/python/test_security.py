@@ -1,9 +1,11 @@
-"""TLS, mutual TLS and the static bearer token of glossa-server, from a Python client.
+"""TLS, mutual TLS and the static bearer token of glossa-server, from a Python client; a token
+file without a token; glossa-client writing a document only where it was told to.
 
 Certificates are made at test time with openssl: a CA, a server certificate for 127.0.0.1 and a
 client certificate, all signed by the CA. Run by ctest (see CMakeLists.txt), or by hand:
   GLOSSA_SERVER=build/glossa-server /usr/bin/python3 -m unittest tests/python/test_security.py
 """
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -166,6 +168,71 @@ class BadTlsFlagsTest(unittest.TestCase):
                              capture_output=True, text=True, timeout=60)
         self.assertEqual(run.returncode, 2)
         self.assertIn("--tls_cert", run.stderr)
+
+    def test_a_token_file_without_a_token_is_refused_at_start(self):
+        if not ts.SERVER:
+            self.skipTest("set GLOSSA_SERVER")
+        for content in ("", "\n", "  \t\r\n"):
+            with self.subTest(content=content), tempfile.NamedTemporaryFile("w") as f:
+                f.write(content)
+                f.flush()
+                run = subprocess.run([ts.SERVER, "--listen", "127.0.0.1:0", "--metrics_listen",
+                                      "", "--http_listen", "", "--model", f"demo={ts.MODEL}",
+                                      "--auth_token_file", f.name],
+                                     capture_output=True, text=True, timeout=60)
+                self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
+                self.assertRegex(run.stderr, "holds no token|is missing or empty")
+
+
+class ClientWritesOnlyWhereToldTest(unittest.TestCase):
+    """glossa-client --document writes beside its input under the name the server gives only
+    when that is a plain file name, and sends the server the input's name, not its path."""
+
+    def serve(self, file_name):
+        seen = []
+
+        class Translator(ts.pb_grpc.TranslatorServicer):
+            def TranslateDocument(self, request, context):
+                seen.append(request.file_name)
+                return ts.pb.TranslateDocumentResponse(content=b"translated", file_name=file_name,
+                                                       segments=1, source_language="es")
+        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+        ts.pb_grpc.add_TranslatorServicer_to_server(Translator(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self.addCleanup(server.stop, None)
+        return port, seen
+
+    def run_client(self, port, document):
+        client = os.path.join(os.path.dirname(ts.SERVER), "glossa-client")
+        return subprocess.run([client, "--server", f"127.0.0.1:{port}", "--document", document],
+                              capture_output=True, text=True, timeout=60)
+
+    def test_a_name_that_leaves_the_folder_is_refused(self):
+        if not ts.SERVER:
+            self.skipTest("set GLOSSA_SERVER")
+        top = tempfile.mkdtemp(prefix="glossa-client-")
+        self.addCleanup(shutil.rmtree, top)
+        folder = os.path.join(top, "in")
+        os.mkdir(folder)
+        document = os.path.join(folder, "informe.txt")
+        with open(document, "w") as f:
+            f.write("Hola.\n")
+        for name in ("../escaped.txt", "sub/x.txt", "/tmp/glossa-absolute.txt", "..", ""):
+            with self.subTest(name=name):
+                port, seen = self.serve(name)
+                run = self.run_client(port, document)
+                self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
+                self.assertIn("not a plain file name", run.stderr)
+                self.assertEqual(seen, ["informe.txt"])
+        self.assertEqual(sorted(os.listdir(top)), ["in"])
+        self.assertEqual(os.listdir(folder), ["informe.txt"])
+        self.assertFalse(os.path.exists("/tmp/glossa-absolute.txt"))
+        port, _ = self.serve("informe.en.txt")
+        run = self.run_client(port, document)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        with open(os.path.join(folder, "informe.en.txt"), "rb") as f:
+            self.assertEqual(f.read(), b"translated")
 
 
 if __name__ == "__main__":

@@ -550,11 +550,15 @@ void ServeDocuments(TranslatorService* service, const DocumentTranslator* transl
   service->SetDocumentHandler(
       [translator](const glossa::v1::TranslateDocumentRequest& r, absl::Time deadline,
                    RpcRecord* record) -> absl::StatusOr<glossa::v1::TranslateDocumentResponse> {
-        GLOSSA_ASSIGN_OR_RETURN(
-            TranslatedDocument t,
-            translator->Translate({r.file_name(), r.content(), r.source_language(),
-                                   r.target_language(), r.model()},
-                                  deadline, record));
+        absl::StatusOr<TranslatedDocument> translated;
+        try {  // on a gRPC thread: an exception would end the process, not the request
+          translated = translator->Translate({r.file_name(), r.content(), r.source_language(),
+                                              r.target_language(), r.model()},
+                                             deadline, record);
+        } catch (const std::exception& e) {
+          translated = absl::InternalError(absl::StrCat("the document failed: ", e.what()));
+        }
+        GLOSSA_ASSIGN_OR_RETURN(TranslatedDocument t, std::move(translated));
         glossa::v1::TranslateDocumentResponse out;
         out.set_content(std::move(t.bytes));
         out.set_file_name(std::move(t.file_name));

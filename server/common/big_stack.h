@@ -8,11 +8,14 @@
 #include <cstddef>
 #include <functional>
 
+#include "absl/status/status.h"
+
 namespace glossa::server {
 
 // Runs fn on a thread with a stack of `bytes` (reserved, touched only as used), and waits for
-// it. False if no thread started (fn did not run).
-bool RunWithStack(size_t bytes, const std::function<void()>& fn);
+// it. RESOURCE_EXHAUSTED if no thread started (fn did not run); INTERNAL, with its message, if
+// fn threw (an exception leaving a thread's start function would end the process).
+absl::Status RunWithStack(size_t bytes, const std::function<void()>& fn);
 
 }  // namespace glossa::server
 

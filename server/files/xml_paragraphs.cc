@@ -515,17 +515,19 @@ constexpr size_t kStackBytes = size_t{64} << 20;
 absl::StatusOr<std::vector<std::string>> ReadXmlParagraphs(absl::string_view xml,
                                                            const XmlDialect& dialect,
                                                            absl::string_view what) {
-  absl::StatusOr<std::vector<std::string>> out =
-      absl::ResourceExhaustedError("no thread to read the XML: try again later");
-  RunWithStack(kStackBytes, [&] { out = ReadParagraphs(xml, dialect, what); });
+  absl::StatusOr<std::vector<std::string>> out;
+  const absl::Status ran =
+      RunWithStack(kStackBytes, [&] { out = ReadParagraphs(xml, dialect, what); });
+  if (!ran.ok()) return absl::Status(ran.code(), absl::StrCat("reading the XML: ", ran.message()));
   return out;
 }
 
 absl::StatusOr<std::string> WriteXmlParagraphs(absl::string_view xml, const XmlDialect& dialect,
                                                const std::vector<std::string>& translations) {
-  absl::StatusOr<std::string> out =
-      absl::ResourceExhaustedError("no thread to write the XML: try again later");
-  RunWithStack(kStackBytes, [&] { out = WriteParagraphs(xml, dialect, translations); });
+  absl::StatusOr<std::string> out;
+  const absl::Status ran =
+      RunWithStack(kStackBytes, [&] { out = WriteParagraphs(xml, dialect, translations); });
+  if (!ran.ok()) return absl::Status(ran.code(), absl::StrCat("writing the XML: ", ran.message()));
   return out;
 }
 

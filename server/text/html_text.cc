@@ -245,14 +245,14 @@ absl::StatusOr<HtmlText> ExtractHtmlText(absl::string_view html) {
   // tags), so it runs on a thread with a stack for the deepest nesting allowed.
   HtmlText out;
   bool parsed = false;
-  const bool ran = RunWithStack(size_t{64} << 20, [&] {
+  const absl::Status ran = RunWithStack(size_t{64} << 20, [&] {
     std::unique_ptr<GumboOutput, OutputDeleter> output(
         gumbo_parse_with_options(&kGumboDefaultOptions, html.data(), html.size()));
     if (output == nullptr) return;
     Collector(html, &out).Block(output->document);
     parsed = true;
   });
-  if (!ran) return absl::ResourceExhaustedError("no thread to parse the HTML: try again later");
+  if (!ran.ok()) return absl::Status(ran.code(), absl::StrCat("parsing the HTML: ", ran.message()));
   if (!parsed) return absl::InvalidArgumentError("the HTML cannot be parsed");
   return out;
 }

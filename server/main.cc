@@ -154,8 +154,9 @@ ABSL_FLAG(int, batch_limit, -1,
           "LibreTranslate's --batch-limit: most texts in one /translate q array; -1: none "
           "(--max_texts_per_request still applies)");
 ABSL_FLAG(int, req_limit, -1,
-          "LibreTranslate's --req-limit: requests a minute per client (its API key, else its "
-          "address) on /translate, /detect and /translate_file, then 429 'Slowdown'; -1: none");
+          "LibreTranslate's --req-limit: requests a minute per client address on /translate, "
+          "/detect and /translate_file, counted once the token was checked, then 429 "
+          "'Slowdown'; -1: none");
 ABSL_FLAG(int64_t, max_file_mb, 20,
           "LibreTranslate's POST /translate_file: the largest file accepted, in MiB (a 413 past "
           "it) and gRPC's TranslateDocument (whose message is also within --max_message_bytes); "

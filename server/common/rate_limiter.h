@@ -1,5 +1,5 @@
 // Requests per client per minute, as LibreTranslate's --req-limit: a sliding window of the last
-// 60 seconds per key (an API key, else the client's address). Memory is bounded: keys whose
+// 60 seconds per key (the client's address). Memory is bounded: keys whose
 // window is empty are dropped, and with max_keys clients in one minute a tenth of the keys are
 // forgotten (those clients start a new window).
 #ifndef GLOSSA_SERVER_COMMON_RATE_LIMITER_H_

@@ -129,8 +129,8 @@ HttpResponse FileApi::TranslateFile(const HttpRequest& http) {
     FileRequest r = Fields(parts);
     const std::string api_key =
         r.api_key.empty() ? std::string(BearerToken(http.authorization)) : r.api_key;
-    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, api_key, *limits_));
     if (!service_->CheckToken(api_key).ok()) return absl::UnauthenticatedError("Invalid API key");
+    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, *limits_));
     if (r.file == nullptr) return Invalid("missing file parameter");
     if (r.source.empty()) return Invalid("missing source parameter");
     if (r.target.empty()) return Invalid("missing target parameter");

@@ -29,11 +29,9 @@ std::string Dump(const json& value) {
 
 }  // namespace
 
-absl::Status CheckLibreRate(const HttpRequest& http, const std::string& api_key,
-                            const LibreLimits& limits) {
+absl::Status CheckLibreRate(const HttpRequest& http, const LibreLimits& limits) {
   if (limits.requests == nullptr) return absl::OkStatus();
-  const std::string key = api_key.empty() ? "address " + http.remote_address : "key " + api_key;
-  if (limits.requests->Allow(key, absl::Now())) return absl::OkStatus();
+  if (limits.requests->Allow(http.remote_address, absl::Now())) return absl::OkStatus();
   return absl::ResourceExhaustedError(
       absl::StrCat("Slowdown: ", limits.requests->per_minute(), " per 1 minute"));
 }
@@ -319,7 +317,8 @@ HttpResponse LibreTranslate(const TranslatorService& service, const HttpRequest&
     if (!request.ok()) return request.status();
     const std::string api_key =
         request->api_key.empty() ? std::string(BearerToken(http.authorization)) : request->api_key;
-    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, api_key, limits));
+    if (!service.CheckToken(api_key).ok()) return absl::UnauthenticatedError("Invalid API key");
+    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, limits));
     return Translate(service, *request, api_key, timeout, limits, &record);
   }();
   record.Finish(ToGrpcStatus(body.status()));
@@ -354,7 +353,7 @@ HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& ht
     const std::string api_key =
         request->api_key.empty() ? std::string(BearerToken(http.authorization)) : request->api_key;
     if (!service.CheckToken(api_key).ok()) return absl::UnauthenticatedError("Invalid API key");
-    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, api_key, limits));
+    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, limits));
     if (request->q.empty()) return Invalid("missing q parameter");
     auto detections = Detect(service.registry(), request->q);
     if (!detections.ok()) return detections.status();

@@ -28,7 +28,7 @@ namespace glossa::server {
 
 // LibreTranslate's limits (--char_limit, --batch_limit, --req_limit): a 400 for a q item of more
 // characters or a q array of more items, a 429 {"error": "Slowdown: N per 1 minute"} past the
-// requests a client (its API key, else its address) may make a minute on /translate and /detect.
+// requests a client (its address) may make a minute on /translate, /detect and /translate_file.
 struct LibreLimits {
   int char_limit = -1;               // characters (code points) per q item; -1: none
   int batch_limit = -1;              // items in a q array; -1: none
@@ -43,10 +43,11 @@ std::string LanguageName(const std::string& code);
 HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& request,
                          const LibreLimits& limits = {});
 
-// The client's next request against --req_limit (limits.requests): keyed by its API key, else
-// its address. RESOURCE_EXHAUSTED "Slowdown: N per 1 minute" past it.
-absl::Status CheckLibreRate(const HttpRequest& http, const std::string& api_key,
-                            const LibreLimits& limits);
+// The client's next request against --req_limit (limits.requests), once its token was checked:
+// keyed by its address (an API key is the server's token or nothing, so keying by it would give
+// every client with the token one bucket, and one bucket to each made-up key).
+// RESOURCE_EXHAUSTED "Slowdown: N per 1 minute" past it.
+absl::Status CheckLibreRate(const HttpRequest& http, const LibreLimits& limits);
 // INVALID_ARGUMENT with LibreTranslate's wording when the server cannot translate the pair.
 absl::Status CheckLibrePair(const TranslatorService& service, const std::string& source,
                             const std::string& target);

@@ -557,12 +557,36 @@ class LibreLimitsTest(HttpTestCase):
         self.assertEqual((status, answer), (429, {"error": "Slowdown: 4 per 1 minute"}))
         status, answer = self.post_json("/detect", {"q": ts.LONG})
         self.assertEqual((status, answer), (429, {"error": "Slowdown: 4 per 1 minute"}))
-        # Another API key is another client (no token is required here).
-        status, answer = self.post_json("/translate", {"q": "Hola", "source": "es",
-                                                       "target": "en", "api_key": "other"})
-        self.assertEqual(status, 200, answer)
+        # A made-up API key is the same client: the address is the key.
+        for key in ("other", "another"):
+            status, answer = self.post_json("/translate", {"q": "Hola", "source": "es",
+                                                           "target": "en", "api_key": key})
+            self.assertEqual((status, answer), (429, {"error": "Slowdown: 4 per 1 minute"}))
         # The gRPC API has no such limit.
         self.assertTranslatesNormally()
+
+
+class LibreLimitsWithATokenTest(HttpTestCase):
+    """--req_limit counts a client's requests once its token was checked: refused keys use up
+    nothing, and every client holding the token does not share one bucket."""
+
+    TOKEN = "rate-limit-token"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.SERVER_FLAGS = ("--req_limit", "2", "--auth_token_file", token_file(cls, cls.TOKEN))
+        super().setUpClass()
+
+    def test_the_token_is_checked_before_the_rate(self):
+        base = {"q": "Hola", "source": "es", "target": "en"}
+        for key in ("wrong-1", "wrong-2", "wrong-3"):
+            status, answer = self.post_json("/translate", {**base, "api_key": key})
+            self.assertEqual(status, 403, answer)
+        for _ in range(2):
+            status, answer = self.post_json("/translate", {**base, "api_key": self.TOKEN})
+            self.assertEqual(status, 200, answer)
+        status, answer = self.post_json("/translate", {**base, "api_key": self.TOKEN})
+        self.assertEqual((status, answer), (429, {"error": "Slowdown: 2 per 1 minute"}))
 
 
 class DrainTest(HttpTestCase):

@@ -93,14 +93,16 @@ case "${1:-}" in
     if [ "${GLOSSA_SANITIZERS:-1}" != 0 ]; then
       echo "== the unit and server tests again under AddressSanitizer + UndefinedBehaviorSanitizer"
       phase "build (build-asan, ASan+UBSan)" configure_and_build build-asan \
-        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_BUILD_TESTS=ON -DGLOSSA_SANITIZE=address &&
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_BUILD_TESTS=ON -DGLOSSA_SANITIZE=address \
+        -DGLOSSA_INTEGRATION_TESTS=OFF &&
         phase "tests (build-asan, unit|server)" run_ctest build-asan -L "unit|server" ||
         status=$?
     fi
     if [ "${GLOSSA_TSAN:-0}" != 0 ]; then
       echo "== the unit and server tests again under ThreadSanitizer"
       phase "build (build-tsan, TSan)" configure_and_build build-tsan \
-        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_BUILD_TESTS=ON -DGLOSSA_SANITIZE=thread &&
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLOSSA_BUILD_TESTS=ON -DGLOSSA_SANITIZE=thread \
+        -DGLOSSA_INTEGRATION_TESTS=OFF &&
         phase "tests (build-tsan, unit|server)" run_ctest build-tsan -L "unit|server" ||
         status=$?
     fi

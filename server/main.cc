@@ -78,6 +78,16 @@ ABSL_FLAG(std::string, http_listen, "127.0.0.1:8080",
           "address is taken the server warns and runs without HTTP; an address given explicitly "
           "must be free. Bodies are limited by --max_message_bytes (/translate_file's by "
           "--max_file_mb).");
+ABSL_FLAG(std::vector<std::string>, cors_origins, {},
+          "Web pages of these origins (scheme://host[:port], comma-separated; '*': any) may call "
+          "the HTTP API from a browser, and get CORS headers. Requests that carry another "
+          "Origin than the server's own are refused (403): by default no other site's page can "
+          "use the server through its users' browsers");
+ABSL_FLAG(std::vector<std::string>, allowed_hosts, {},
+          "Host header names accepted besides localhost, 127.0.0.1 and [::1] when HTTP listens "
+          "on loopback (comma-separated), e.g. the name a reverse proxy forwards; any other "
+          "name is refused (403), as a DNS rebinding would send it. Given with a non-loopback "
+          "--http_listen, only these and the loopback names are accepted");
 ABSL_FLAG(int, http_threads, 16, "HTTP requests served at once (a thread each)");
 ABSL_FLAG(absl::Duration, http_timeout, absl::Seconds(30),
           "HTTP: the longest a client may take to send a request (headers and body), and each "
@@ -584,6 +594,22 @@ std::unique_ptr<FileApi> NewFileApi(const TranslatorService* service, HttpApi* a
   return files;
 }
 
+// --cors_origins and --allowed_hosts; warns when any page may call a server without a token.
+glossa::server::BrowserPolicy BrowserPolicyFromFlags(const std::string& address, bool token) {
+  glossa::server::BrowserPolicy policy;
+  policy.cors_origins = absl::GetFlag(FLAGS_cors_origins);
+  policy.allowed_hosts = absl::GetFlag(FLAGS_allowed_hosts);
+  policy.check_host = glossa::server::IsLoopbackHost(HostOf(address)) ||
+                      !policy.allowed_hosts.empty();
+  const auto& origins = policy.cors_origins;
+  if (!token && std::find(origins.begin(), origins.end(), "*") != origins.end()) {
+    std::fprintf(stderr, "glossa-server: warning: --cors_origins '*' lets any web page your "
+                         "users open call this server, which requires no token "
+                         "(--auth_token_file)\n");
+  }
+  return policy;
+}
+
 // After the token is set: HTTP's routes check the same one.
 absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossaryStore* glossaries,
                                     bool given, bool demo) {
@@ -600,6 +626,7 @@ absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossarySt
   options.threads = std::max(1, absl::GetFlag(FLAGS_http_threads));
   options.timeout = absl::GetFlag(FLAGS_http_timeout);
   options.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.browsers = BrowserPolicyFromFlags(address, service->RequiresToken());
   front.files = NewFileApi(service, front.api.get());
   options.path_max_body_bytes["/translate_file"] = front.files->max_body_bytes();
   auto started = HttpServer::Start(options, [api = front.api.get()](const HttpRequest& request) {

@@ -64,6 +64,7 @@ class TranslatorService final : public TranslatorBase {
   // Requires "authorization: Bearer <token>" metadata on Translate, TranslateStream and
   // ListModels (health and reflection stay open for probes). Empty: no check.
   void RequireToken(std::string token) { token_ = std::move(token); }
+  bool RequiresToken() const { return !token_.empty(); }
   // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
   absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
   // The same check for other transports (HTTP): `token` is what the client presented.

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/http/browser_policy.h"
 #include "server/http/read_watchdog.h"
 
 namespace glossa::server {
@@ -26,24 +27,21 @@ std::string Header(mg_connection* connection, const char* name) {
 }
 
 std::string ErrorJson(absl::string_view message) {
-  // Only fixed ASCII messages come here: no escaping needed.
+  // Only ASCII messages without quotes or backslashes come here: no escaping needed.
   return absl::StrCat("{\"error\":\"", message, "\"}");
 }
 
-void Write(mg_connection* connection, const HttpResponse& response) {
-  // CORS: LibreTranslate's clients include browser extensions and web pages of other origins.
+// `cors`: the CORS headers for the request's origin (browser_policy.h), or "".
+void Write(mg_connection* connection, const HttpResponse& response,
+           const std::string& cors = "") {
   const std::string disposition =
       response.content_disposition.empty()
           ? std::string()
-          : absl::StrCat("Content-Disposition: ", response.content_disposition,
-                         "\r\nAccess-Control-Expose-Headers: Content-Disposition\r\n");
+          : absl::StrCat("Content-Disposition: ", response.content_disposition, "\r\n");
   const std::string head =
       absl::StrCat("HTTP/1.1 ", response.status, " ", HttpReason(response.status), "\r\n",
                    "Content-Type: ", response.content_type, "\r\n", disposition,
-                   "Content-Length: ", response.body.size(), "\r\n",
-                   "Access-Control-Allow-Origin: *\r\n"
-                   "Access-Control-Allow-Headers: Content-Type, Authorization\r\n"
-                   "Access-Control-Allow-Methods: GET, POST, DELETE, OPTIONS\r\n"
+                   "Content-Length: ", response.body.size(), "\r\n", cors,
                    "Cache-Control: no-store\r\n"
                    "X-Content-Type-Options: nosniff\r\n"
                    "Connection: close\r\n\r\n");
@@ -244,6 +242,18 @@ void HttpServer::Serve(mg_connection* connection) {
   request.authorization = Header(connection, "Authorization");
   request.host = Header(connection, "Host");
   request.remote_address = info->remote_addr;
+  // Browsers: refused before the body is read; a preflight is answered here.
+  const std::string origin = Header(connection, "Origin");
+  if (const std::string refusal = BrowserRefusal(options_.browsers, request.host, origin);
+      !refusal.empty()) {
+    Write(connection, {403, "application/json", ErrorJson(refusal)});
+    return;
+  }
+  const std::string cors = CorsHeaders(options_.browsers, request.host, origin);
+  if (request.method == "OPTIONS") {
+    Write(connection, {204, "text/plain", ""}, cors);
+    return;
+  }
   if (HasBody(request.method)) {
     const auto bound = options_.path_max_body_bytes.find(request.path);
     const int64_t limit =
@@ -267,7 +277,7 @@ void HttpServer::Serve(mg_connection* connection) {
         return;  // the connection failed: nobody to answer
     }
   }
-  Write(connection, handler_(request));
+  Write(connection, handler_(request), cors);
 }
 
 }  // namespace glossa::server

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/http/browser_policy.h"
 #include "server/http/read_watchdog.h"
 
 struct mg_context;
@@ -60,6 +61,7 @@ struct HttpServerOptions {
   // texts): exact path -> bytes.
   std::map<std::string, int64_t> path_max_body_bytes;
   int max_header_bytes = 16 << 10;   // the request line and headers together
+  BrowserPolicy browsers;            // what web pages may call (browser_policy.h)
 };
 
 class HttpServer {

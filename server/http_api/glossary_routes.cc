@@ -34,6 +34,11 @@ HttpResponse JsonAnswer(int status, const google::protobuf::Message& message) {
 }
 
 HttpResponse Create(GlossaryStore& store, const HttpRequest& http) {
+  // A web page of another site can send text/plain or a form without asking first (no CORS
+  // preflight), but not JSON: a stored change takes JSON only.
+  if (!absl::StartsWithIgnoreCase(http.content_type, "application/json")) {
+    return JsonError(415, "send the glossary as JSON (Content-Type: application/json)");
+  }
   v1::CreateGlossaryRequest request;
   const auto parsed = google::protobuf::util::JsonStringToMessage(http.body, &request);
   if (!parsed.ok()) {

@@ -132,7 +132,6 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
   const std::string& path = request.path;
   const bool get = request.method == "GET";
   const bool post = request.method == "POST";
-  if (request.method == "OPTIONS") return {204, "text/plain", ""};  // CORS preflight
   if (path == "/" || path == "/index.html") {
     if (get) return {200, "text/html; charset=utf-8", page_};
   } else if (path == "/translate") {

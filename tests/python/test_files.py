@@ -188,7 +188,7 @@ class TranslateFileTest(FileTestCase):
         status, answer = self.upload("big.txt", b"Hola.\n" * ((1 << 20) // 6 + 10))
         self.assertError(status, answer, 413, "limit")
         with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as s:
-            s.sendall(b"POST /translate_file HTTP/1.1\r\nHost: x\r\nContent-Type: "
+            s.sendall(b"POST /translate_file HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                       b"multipart/form-data; boundary=" + BOUNDARY.encode() +
                       b"\r\nContent-Length: 3000000\r\n\r\n")
             reply = s.recv(4096)
@@ -213,7 +213,7 @@ class TranslateFileTest(FileTestCase):
             self.assertError(status, answer, 400)
         # A body cut short by the client: the server answers others afterwards.
         with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as s:
-            s.sendall(b"POST /translate_file HTTP/1.1\r\nHost: x\r\nContent-Type: "
+            s.sendall(b"POST /translate_file HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                       b"multipart/form-data; boundary=" + BOUNDARY.encode() +
                       b"\r\nContent-Length: 100000\r\n\r\n" + good[:50])
         self.assertServerAlive()

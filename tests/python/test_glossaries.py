@@ -95,7 +95,9 @@ class GlossaryTestCase(unittest.TestCase):
                 body = json.dumps(body)
             if isinstance(body, str):
                 body = body.encode()
-            conn.request(method, path, body=body, headers={**self.HEADERS, **(headers or {})})
+            sent = {**self.HEADERS, **({"Content-Type": "application/json"} if body else {}),
+                    **(headers or {})}
+            conn.request(method, path, body=body, headers=sent)
             response = conn.getresponse()
             return response.status, response.getheader("Content-Type"), response.read()
         finally:

@@ -589,6 +589,108 @@ class LibreLimitsWithATokenTest(HttpTestCase):
         self.assertEqual((status, answer), (429, {"error": "Slowdown: 2 per 1 minute"}))
 
 
+class BrowserPolicyTest(HttpTestCase):
+    """By default no web page of another site can use the server through a browser: a foreign
+    Origin is refused before the body is read, no CORS header is sent, a Host that does not name
+    this machine (DNS rebinding) is refused, and stored glossaries take JSON only (a page can
+    send text/plain or a form without a preflight, not JSON)."""
+
+    def answer(self, method, path, headers, body=None):
+        status, got_headers, data = self.request(method, path, body, headers)
+        return status, {k.lower(): v for k, v in got_headers.items()}, data
+
+    def test_a_foreign_origin_is_refused_and_gets_no_cors_headers(self):
+        own = f"127.0.0.1:{self.server.http_port}"
+        for method, path, body in (("GET", "/languages", None),
+                                   ("POST", "/translate", '{"q":"Hola","source":"es","target":"en"}'),
+                                   ("POST", "/v1/glossaries",
+                                    '{"name":"x","sourceLanguage":"es","targetLanguage":"en",'
+                                    '"entriesText":"a\\tb","entriesFormat":"tsv"}'),
+                                   ("OPTIONS", "/translate", None)):
+            with self.subTest(method=method, path=path):
+                status, headers, data = self.answer(
+                    method, path, {"Origin": "https://evil.example", "Host": own,
+                                   "Content-Type": "application/json"}, body)
+                self.assertEqual(status, 403, data)
+                self.assertIn(b"--cors_origins", data)
+                self.assertNotIn("access-control-allow-origin", headers)
+        status, _, data = self.answer("GET", "/v1/glossaries", {})
+        self.assertEqual((status, json.loads(data).get("glossaries", [])), (200, []))  # none made
+        # The server's own page (same origin) and clients that send no Origin are served.
+        status, headers, _ = self.answer("GET", "/languages", {"Origin": f"http://{own}",
+                                                               "Host": own})
+        self.assertEqual(status, 200)
+        self.assertNotIn("access-control-allow-origin", headers)
+
+    def test_a_host_that_does_not_name_this_machine_is_refused(self):
+        port = self.server.http_port
+        for host in ("evil.example", f"evil.example:{port}", "192.168.1.1"):
+            with self.subTest(host=host):
+                status, _, data = self.answer("GET", "/languages", {"Host": host})
+                self.assertEqual(status, 403, data)
+                self.assertIn(b"--allowed_hosts", data)
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}"):
+            with self.subTest(host=host):
+                self.assertEqual(self.answer("GET", "/languages", {"Host": host})[0], 200)
+
+    def test_stored_glossaries_take_json_only(self):
+        body = ('{"name":"x","sourceLanguage":"es","targetLanguage":"en",'
+                '"entriesText":"a\\tb","entriesFormat":"tsv"}')
+        for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+            with self.subTest(content_type=content_type):
+                headers = {"Content-Type": content_type} if content_type else {}
+                status, _, data = self.answer("POST", "/v1/glossaries", headers, body)
+                self.assertEqual(status, 415, data)
+        status, _, data = self.answer("POST", "/v1/glossaries",
+                                      {"Content-Type": "application/json"}, body)
+        self.assertEqual(status, 201, data)
+
+
+class BrowserPolicyFlagsTest(HttpTestCase):
+    """--cors_origins lets the listed origins' pages call the server (with CORS headers), and
+    --allowed_hosts adds names a proxy may forward."""
+
+    SERVER_FLAGS = ("--cors_origins", "https://app.example,https://other.example",
+                    "--allowed_hosts", "glossa.internal")
+
+    def answer(self, method, path, headers):
+        status, got_headers, data = self.request(method, path, None, headers)
+        return status, {k.lower(): v for k, v in got_headers.items()}, data
+
+    def test_listed_origins_get_cors_headers_and_others_are_refused(self):
+        status, headers, _ = self.answer("GET", "/languages", {"Origin": "https://app.example"})
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["access-control-allow-origin"], "https://app.example")
+        self.assertEqual(headers["vary"], "Origin")
+        status, headers, _ = self.answer("OPTIONS", "/translate",
+                                         {"Origin": "https://other.example",
+                                          "Access-Control-Request-Method": "POST"})
+        self.assertEqual(status, 204)
+        self.assertIn("POST", headers["access-control-allow-methods"])
+        self.assertEqual(self.answer("GET", "/languages",
+                                     {"Origin": "https://evil.example"})[0], 403)
+
+    def test_allowed_hosts_are_served(self):
+        self.assertEqual(self.answer("GET", "/languages", {"Host": "glossa.internal:8080"})[0],
+                         200)
+        self.assertEqual(self.answer("GET", "/languages", {"Host": "evil.example"})[0], 403)
+
+
+class CorsForAnyOriginTest(unittest.TestCase):
+    def test_any_origin_without_a_token_is_warned_about(self):
+        server = HttpServer("--cors_origins", "*")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
+            conn.request("GET", "/languages", headers={"Origin": "https://anyone.example"})
+            response = conn.getresponse()
+            self.assertEqual(response.status, 200)
+            self.assertEqual(response.getheader("Access-Control-Allow-Origin"), "*")
+            conn.close()
+            self.assertIn("--cors_origins '*' lets any web page", server.output())
+        finally:
+            server.stop()
+
+
 class DrainTest(HttpTestCase):
     """SIGTERM: an HTTP translation in flight finishes and the server exits 0."""
 
@@ -695,7 +797,7 @@ class HostileClientTest(HttpTestCase):
         status, answer = self.post_json("/translate", b'{"q": "' + b"a" * 70000 + b'"}')
         self.assertError(status, answer, 413, "65536")
         # A Content-Length far over the limit, with no body following: answered at once.
-        reply = self.raw(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        reply = self.raw(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                          b"\r\nContent-Length: 100000000000\r\n\r\n")
         self.assertTrue(reply.startswith(b"HTTP/1.1 413"), reply[:200])
         self.assertStillServes()
@@ -703,13 +805,13 @@ class HostileClientTest(HttpTestCase):
     def test_oversized_chunked_body_is_413(self):
         chunk = b"a" * 32768
         body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(3)) + b"0\r\n\r\n"
-        reply = self.raw(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        reply = self.raw(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                          b"\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
         self.assertTrue(reply.startswith(b"HTTP/1.1 413"), reply[:200])
         self.assertStillServes()
 
     def test_oversized_headers_are_refused(self):
-        reply = self.raw(b"GET /languages HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40000 +
+        reply = self.raw(b"GET /languages HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 40000 +
                          b"\r\n\r\n")
         self.assertFalse(reply.startswith(b"HTTP/1.1 200"), reply[:200])
         self.assertStillServes()
@@ -720,7 +822,7 @@ class HostileClientTest(HttpTestCase):
         sockets = []
         for _ in range(6):
             s = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10)
-            s.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\n")
+            s.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             sockets.append(s)
         closed = 0
         deadline = start + 20
@@ -740,7 +842,7 @@ class HostileClientTest(HttpTestCase):
 
     def test_slow_body_is_cut_off(self):
         with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as s:
-            s.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+            s.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                       b"\r\nContent-Length: 1000\r\n\r\n{")
             start = time.monotonic()
             s.settimeout(15)
@@ -757,7 +859,7 @@ class HostileClientTest(HttpTestCase):
     def test_expect_100_continue_is_answered(self):
         body = json.dumps({"q": "Hola.", "source": "es", "target": "en"}).encode()
         with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as s:
-            s.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            s.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                       b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
             s.settimeout(5)
             self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 100 Continue"))
@@ -772,7 +874,7 @@ class HostileClientTest(HttpTestCase):
 
     def test_garbage_request_lines(self):
         for data in [b"\x00\xff\xfe garbage\r\n\r\n", b"GET\r\n\r\n", b"POST / HTTP/9.9\r\n\r\n",
-                     b"GET /%ZZ%00 HTTP/1.1\r\nHost: x\r\n\r\n",
+                     b"GET /%ZZ%00 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
                      b"POST /translate HTTP/1.1\r\nContent-Length: -5\r\n\r\n"]:
             with self.subTest(data=data):
                 self.raw(data, read_timeout=5)

@@ -547,7 +547,7 @@ class BadOfficeFilesTest(OfficeFileTestCase):
         huge = 100 << 20
         with self.subTest("100 MB over HTTP"):
             with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=30) as s:
-                s.sendall(f"POST /translate_file HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                s.sendall(f"POST /translate_file HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                           f"multipart/form-data; boundary={tf.BOUNDARY}\r\n"
                           f"Content-Length: {huge}\r\n\r\n".encode())
                 s.sendall(b"\0" * (1 << 20))

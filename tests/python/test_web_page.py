@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The page at / in a real browser: headless Chromium (Debian's `chromium`) driven over the
+"""The page at / in a real browser, and a page of another origin: headless Chromium (Debian's `chromium`) driven over the
 DevTools protocol loads the page, types Spanish into it and waits for the English translation,
 which must equal LibreTranslate's POST /translate answer for the same text; with the bundled demo
 model, the page says what it is and a click on one of its example sentences translates it. A
@@ -11,6 +11,7 @@ Run by ctest (python_web_page), or by hand from the repository root:
 """
 
 import base64
+import http.server
 import itertools
 import json
 import os
@@ -204,6 +205,78 @@ class DemoPageTest(test_http.HttpTestCase):
             shot = b.call("Page.captureScreenshot", format="png")
             with open(SCREENSHOT, "wb") as f:
                 f.write(base64.b64decode(shot["data"]))
+
+
+# A page of another origin (another port) that tries what the issue's attacker did: read a
+# translation, and change stored state with requests a browser sends without a preflight.
+FOREIGN_PAGE = """<!DOCTYPE html><html><body><script>
+const glossa = "http://127.0.0.1:PORT";
+const glossary = JSON.stringify({name: "planted", sourceLanguage: "es", targetLanguage: "en",
+                                 entriesText: "a\\tb", entriesFormat: "tsv"});
+async function attempt(name, request) {
+  try {
+    const response = await request();
+    return [name, response.type === "opaque" ? "opaque" : "read " + response.status];
+  } catch (e) {
+    return [name, "failed"];
+  }
+}
+(async () => {
+  const results = Object.fromEntries(await Promise.all([
+    attempt("translate", () => fetch(glossa + "/translate", {method: "POST",
+        headers: {"Content-Type": "application/json"},
+        body: JSON.stringify({q: "Hola", source: "es", target: "en"})})),
+    attempt("languages", () => fetch(glossa + "/languages")),
+    attempt("glossary_text_plain", () => fetch(glossa + "/v1/glossaries", {method: "POST",
+        mode: "no-cors", headers: {"Content-Type": "text/plain"}, body: glossary})),
+    attempt("translate_form", () => fetch(glossa + "/translate", {method: "POST",
+        mode: "no-cors", body: new URLSearchParams({q: "Hola", source: "es", target: "en"})})),
+  ]));
+  document.body.dataset.result = JSON.stringify(results);
+})();
+</script></body></html>"""
+
+
+class CrossOriginPageTest(test_http.HttpTestCase):
+    """A page of another origin, in a real browser, can neither read from the server nor change
+    what it stores; the server's own page (WebPageTest) translates as before."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.browser = Browser()
+        cls.addClassCleanup(cls.browser.close)
+        page = FOREIGN_PAGE.replace("PORT", str(cls.server.http_port)).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, *args):
+                pass
+        cls.foreign = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=cls.foreign.serve_forever, daemon=True).start()
+        cls.addClassCleanup(cls.foreign.server_close)
+        cls.addClassCleanup(cls.foreign.shutdown)
+
+    def test_a_page_of_another_origin_reads_nothing_and_changes_nothing(self):
+        b = self.browser
+        b.call("Page.navigate", url=f"http://127.0.0.1:{self.foreign.server_port}/")
+        result = json.loads(b.wait_for("document.body && document.body.dataset.result",
+                                       "the page's attempts"))
+        self.assertEqual(result["translate"], "failed", result)
+        self.assertEqual(result["languages"], "failed", result)
+        # Sent without a preflight: the browser shows the page nothing either way; what matters
+        # is that the server did not act on them.
+        self.assertEqual(result["glossary_text_plain"], "opaque", result)
+        self.assertEqual(result["translate_form"], "opaque", result)
+        status, answer = self.request("GET", "/v1/glossaries")[0::2]
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(answer).get("glossaries", []), [])
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""The page at / in a real browser, and a page of another origin: headless Chromium (Debian's `chromium`) driven over the
+"""The page at / in a real browser: headless Chromium (Debian's `chromium`) driven over the
 DevTools protocol loads the page, types Spanish into it and waits for the English translation,
 which must equal LibreTranslate's POST /translate answer for the same text; with the bundled demo
 model, the page says what it is and a click on one of its example sentences translates it. A
 screenshot of that page is written to $GLOSSA_SCREENSHOT (the one in the README is a copy of it).
+A page of another origin, in the same browser, can neither read from the server nor change what
+it stores.
 
 Skips, saying why, without chromium or Python's websocket client (Debian python3-websocket).
 Run by ctest (python_web_page), or by hand from the repository root:

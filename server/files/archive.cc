@@ -87,10 +87,17 @@ absl::StatusOr<std::vector<ArchiveEntry>> ReadArchive(absl::string_view bytes,
                                         " bytes (the limit)"));
     }
     const zip_uint64_t ratio = stat.size / std::max<zip_uint64_t>(stat.comp_size, 1);
-    if (stat.size > (1u << 20) && ratio > static_cast<zip_uint64_t>(limits.max_ratio)) {
+    if (static_cast<int64_t>(stat.size) > limits.min_ratio_bytes &&
+        ratio > static_cast<zip_uint64_t>(limits.max_ratio)) {
       return Invalid(what, absl::StrCat("has an entry compressed ", ratio, " times (", stat.name,
                                         "): refused as a zip bomb"));
     }
+  }
+  // Many entries each under the bound above can still inflate a small upload a thousandfold.
+  const int64_t archive_bytes = std::max<int64_t>(static_cast<int64_t>(bytes.size()), 1);
+  if (total > limits.min_ratio_bytes && total / archive_bytes > limits.max_ratio) {
+    return Invalid(what, absl::StrCat("inflates ", total / archive_bytes, " times its ",
+                                      archive_bytes, " bytes: refused as a zip bomb"));
   }
   std::vector<ArchiveEntry> entries;
   for (zip_int64_t i = 0; i < n; ++i) {

@@ -3,8 +3,8 @@
 // from and writes to memory and checks each entry's CRC).
 //
 // Reading is bounded before any entry is inflated: the entry count, each entry's declared size
-// and their total, and the ratio of an entry's size to its compressed size (a zip bomb's is in
-// the thousands); an entry that inflates to other than its declared size is refused. Writing
+// and their total, and the ratio of an entry's size to its compressed size and of the total to
+// the archive's (a zip bomb's is in the thousands); an entry that inflates to other than its declared size is refused. Writing
 // keeps the entries' order, names and compression (stored stays stored: an e-book's and an
 // OpenDocument's "mimetype" must be first and stored). One archive is read or written at a time
 // (libzip's time conversions share glibc's state).
@@ -29,7 +29,10 @@ struct ArchiveEntry {
 struct ArchiveLimits {
   int64_t max_entries = 10000;
   int64_t max_total_bytes = 256 << 20;  // all entries inflated
-  int64_t max_ratio = 200;              // inflated / compressed, for entries over 1 MiB
+  // Inflated / compressed, for each entry and for the whole archive (inflated total / the
+  // archive's bytes), once over min_ratio_bytes: office XML compresses 5 to 50 times.
+  int64_t max_ratio = 200;
+  int64_t min_ratio_bytes = 64 << 10;
 };
 
 // INVALID_ARGUMENT, with a message for a client, for bytes that are not a zip archive, a

@@ -215,6 +215,18 @@ TEST(OfficeTest, ZipBombsAndHugeArchivesAreRefusedBeforeInflating) {
   auto document = ReadDocument("a.docx", *bomb, {});
   ASSERT_FALSE(document.ok());
   EXPECT_THAT(document.status().message(), HasSubstr("zip bomb"));
+  // Entries each too small for their own ratio to count, together a thousandfold.
+  std::vector<ArchiveEntry> small;
+  for (int i = 0; i < 255; ++i) {
+    small.push_back({absl::StrCat("word/media/zero", i, ".bin"), std::string(60 << 10, '\0'),
+                     false});
+  }
+  small.push_back({"word/document.xml", std::string(kWord), false});
+  auto spread = WriteArchive(small);
+  ASSERT_TRUE(spread.ok());
+  auto spread_document = ReadDocument("a.docx", *spread, {});
+  ASSERT_FALSE(spread_document.ok());
+  EXPECT_THAT(spread_document.status().message(), HasSubstr("refused as a zip bomb"));
   ArchiveLimits limits;
   limits.max_entries = 2;
   auto many = ReadArchive(Docx(kWord), "the .docx file", limits);

@@ -94,6 +94,10 @@ class EntryBuilder {
       return Error(where, "the pair '", entry.source(), "' -> '", target,
                    "' is given twice (first at ", it->second, ")");
     }
+    if (entry.targets_size() >= limits_.max_targets) {
+      return Error(where, "the source term '", entry.source(), "' has more than ",
+                   limits_.max_targets, " target terms (the limit of an entry)");
+    }
     if (absl::Status s = AddBytes(target.size(), where); !s.ok()) return s;
     entry.add_targets(std::string(target));
     return absl::OkStatus();
@@ -138,10 +142,11 @@ class EntryBuilder {
   }
 
   absl::Status AddBytes(size_t bytes, absl::string_view where) {
-    bytes_ += static_cast<int64_t>(bytes);
+    bytes_ += static_cast<int64_t>(bytes) + kTermOverheadBytes;
     if (bytes_ <= limits_.max_bytes) return absl::OkStatus();
-    return Error(where, "the glossary's terms exceed ", limits_.max_bytes,
-                 " bytes (the limit of a glossary)");
+    return Error(where, "the glossary's terms take more than ", limits_.max_bytes,
+                 " bytes in memory (the limit of a glossary; each term counts ",
+                 kTermOverheadBytes, " bytes besides its own)");
   }
 
   const GlossaryLimits limits_;
@@ -424,6 +429,12 @@ absl::StatusOr<std::vector<v1::GlossaryEntry>> ParseGlossaryEntries(absl::string
                                                                     GlossaryFormat format,
                                                                     const GlossaryLimits& limits) {
   if (absl::StartsWith(text, kBom)) text.remove_prefix(kBom.size());
+  // Refused before it is parsed (a JSON parser holds many times the text's size meanwhile).
+  if (static_cast<int64_t>(text.size()) > limits.max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the text is ", text.size(),
+                                                   " bytes; a glossary's is at most ",
+                                                   limits.max_bytes));
+  }
   switch (format) {
     case GlossaryFormat::kTsv:
       return ParseTsv(text, limits);

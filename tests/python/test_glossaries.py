@@ -307,8 +307,9 @@ class GlossaryServiceTest(GlossaryTestCase):
             grpc.StatusCode.NOT_FOUND, before[1].glossary_id)
 
     def test_kill_9_while_creating_leaves_only_whole_files(self):
-        # Near the byte limit of a glossary (1 MiB of terms): each write takes a while.
-        big = "".join(f"término {i}\t{i} {'t' * 240}\n" for i in range(4000))
+        # Near the limit of a glossary (1 MiB in memory, each term counting 256 bytes besides
+        # its own): each write takes a while.
+        big = "".join(f"término {i}\t{i} {'t' * 240}\n" for i in range(1300))
         created, errors, stop = [], [], threading.Event()
 
         def loop(worker):
@@ -339,7 +340,7 @@ class GlossaryServiceTest(GlossaryTestCase):
                     stored = json.load(f)  # fails on a file cut in the middle of its write
                 self.assertEqual(stored["glossary_id"] + ".json", name)
                 if stored["name"].startswith("loop "):
-                    self.assertEqual(len(stored["entries"]), 4000)
+                    self.assertEqual(len(stored["entries"]), 1300)
                 whole[name] = stored["glossary_id"]
 
         workers = [threading.Thread(target=loop, args=(w,), daemon=True) for w in range(6)]

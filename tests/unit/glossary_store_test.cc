@@ -106,10 +106,19 @@ TEST(GlossaryFormatsTest, TheLimitsOfAGlossaryNameTheLine) {
   EXPECT_EQ(Error("a\tb\nc\td\na\tz\ne\tf\n", kTsv, limits),
             "line 4: more than 2 entries (the limit of a glossary)");
   limits = GlossaryLimits();
-  limits.max_bytes = 10;  // "abc" + "def" + "gh" + "ij" = 10: fits; one byte more does not
+  // "abc" + "def" + "gh" + "ij" = 10 bytes and four terms: fits; one byte more does not.
+  limits.max_bytes = 10 + 4 * kTermOverheadBytes;
   EXPECT_EQ(Parse("abc\tdef\ngh\tij\n", kTsv, limits).size(), 2u);
   EXPECT_EQ(Error("abc\tdef\ngh\tijk\n", kTsv, limits),
-            "line 2: the glossary's terms exceed 10 bytes (the limit of a glossary)");
+            "line 2: the glossary's terms take more than 1034 bytes in memory (the limit of a "
+            "glossary; each term counts 256 bytes besides its own)");
+  limits.max_bytes = 20;  // a text over the limit is refused before it is parsed
+  EXPECT_EQ(Error("abc\tdef\ngh\tij\nklm\tnop\n", kTsv, limits),
+            "the text is 22 bytes; a glossary's is at most 20");
+  limits = GlossaryLimits();
+  limits.max_targets = 2;  // many targets for one term: refused as they come
+  EXPECT_EQ(Error("{\"a\": [\"b\", \"c\", \"d\"]}", kJson, limits),
+            "line 1: the source term 'a' has more than 2 target terms (the limit of an entry)");
   limits = GlossaryLimits();
   limits.max_term_bytes = 3;
   EXPECT_EQ(Error("abc\tdefg\n", kTsv, limits),

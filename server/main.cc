@@ -88,6 +88,9 @@ ABSL_FLAG(std::vector<std::string>, allowed_hosts, {},
           "on loopback (comma-separated), e.g. the name a reverse proxy forwards; any other "
           "name is refused (403), as a DNS rebinding would send it. Given with a non-loopback "
           "--http_listen, only these and the loopback names are accepted");
+ABSL_FLAG(int, max_streams_per_connection, 100,
+          "gRPC calls open at once on one client connection (HTTP/2's "
+          "SETTINGS_MAX_CONCURRENT_STREAMS); further calls wait on the client's side");
 ABSL_FLAG(int, http_threads, 16, "HTTP requests served at once (a thread each)");
 ABSL_FLAG(absl::Duration, http_timeout, absl::Seconds(30),
           "HTTP: the longest a client may take to send a request (headers and body), and each "
@@ -654,6 +657,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(
   // gRPC shares a port with another process (SO_REUSEPORT) by default on Linux: a second server
   // on a taken port would start, and take half of the first one's connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Calls open at once on one connection (HTTP/2 streams): a client past it waits its turn.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             std::max(1, absl::GetFlag(FLAGS_max_streams_per_connection)));
   builder.SetMaxReceiveMessageSize(static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes)));
   for (grpc::Service* service : services) builder.RegisterService(service);
   builder.RegisterCallbackGenericService(unknown_methods);

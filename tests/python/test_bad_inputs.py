@@ -232,6 +232,26 @@ class BadInputsTest(ts.ServerTestCase):
                 s.close()
         self.assertServerAlive()
 
+    def test_a_connection_may_open_at_most_100_streams(self):
+        # The server's first HTTP/2 SETTINGS frame announces SETTINGS_MAX_CONCURRENT_STREAMS (3).
+        host, port = self.server.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(9)[:3] + b"\x04" + bytes(5))
+            reply = b""
+            while len(reply) < 9 or len(reply) < 9 + int.from_bytes(reply[:3], "big"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+        self.assertEqual(reply[3], 4, f"the server's first frame is not SETTINGS: {reply[:9]!r}")
+        payload = reply[9:9 + int.from_bytes(reply[:3], "big")]
+        settings = {int.from_bytes(payload[i:i + 2], "big"):
+                    int.from_bytes(payload[i + 2:i + 6], "big")
+                    for i in range(0, len(payload) - 5, 6)}
+        self.assertEqual(settings.get(3), 100, settings)
+        self.rows.append(("a connection's concurrent calls", "at most 100", f"{settings.get(3)}",
+                          "SETTINGS_MAX_CONCURRENT_STREAMS (--max_streams_per_connection)"))
+
 
 if __name__ == "__main__":
     unittest.main()

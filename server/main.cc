@@ -91,6 +91,10 @@ ABSL_FLAG(std::vector<std::string>, allowed_hosts, {},
 ABSL_FLAG(int, max_streams_per_connection, 100,
           "gRPC calls open at once on one client connection (HTTP/2's "
           "SETTINGS_MAX_CONCURRENT_STREAMS); further calls wait on the client's side");
+ABSL_FLAG(absl::Duration, document_timeout, absl::Minutes(10),
+          "How long one document (/translate_file, TranslateDocument) may take in all; past it "
+          "the call ends with DEADLINE_EXCEEDED (HTTP 504) and its remaining segments are not "
+          "sent. A gRPC call's own earlier deadline wins");
 ABSL_FLAG(int, http_threads, 16, "HTTP requests served at once (a thread each)");
 ABSL_FLAG(absl::Duration, http_timeout, absl::Seconds(30),
           "HTTP: the longest a client may take to send a request (headers and body), and each "
@@ -556,6 +560,7 @@ DocumentOptions DocumentOptionsFromFlags() {
   options.max_file_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_file_mb)) << 20;
   options.batch_texts = std::max(1, std::min(64, absl::GetFlag(FLAGS_max_texts_per_request)));
   options.timeout = absl::GetFlag(FLAGS_http_translate_timeout);
+  options.document_timeout = absl::GetFlag(FLAGS_document_timeout);
   return options;
 }
 

@@ -51,6 +51,11 @@ absl::StatusOr<std::vector<std::string>> DocumentTranslator::TranslateSegments(
   out.reserve(texts.size());
   size_t next = 0;
   while (next < texts.size()) {
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the document's deadline passed with ", next, " of its ", texts.size(),
+                       " segments translated (--document_timeout, or the call's deadline)"));
+    }
     v1::TranslateRequest request;
     request.set_model(job.model);
     request.set_source_language(source);
@@ -87,6 +92,7 @@ absl::StatusOr<std::vector<std::string>> DocumentTranslator::TranslateSegments(
 absl::StatusOr<TranslatedDocument> DocumentTranslator::Translate(const DocumentJob& job,
                                                                  absl::Time deadline,
                                                                  RpcRecord* record) const {
+  deadline = std::min(deadline, absl::Now() + options_.document_timeout);
   if (job.bytes.empty()) return absl::InvalidArgumentError("empty file");
   if (static_cast<int64_t>(job.bytes.size()) > options_.max_file_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(

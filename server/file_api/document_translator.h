@@ -20,6 +20,8 @@ struct DocumentOptions {
   int batch_texts = 64;               // segments per translation request (<= max texts)
   int64_t batch_bytes = 32 << 10;     // and their bytes (a longer segment goes alone)
   absl::Duration timeout = absl::Seconds(120);  // one translation request's deadline
+  // A whole document's, all its requests together (the earlier of it and a caller's deadline).
+  absl::Duration document_timeout = absl::Minutes(10);
 };
 
 struct DocumentJob {

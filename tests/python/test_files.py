@@ -13,6 +13,7 @@ import os
 import re
 import socket
 import sys
+import time
 import unittest
 import urllib.parse
 
@@ -252,6 +253,25 @@ class FileKeysAndLimitsTest(FileTestCase):
             self.assertEqual(status, 200, answer)
         status, answer = self.upload("a.txt", "Hola.", extra={"api_key": self.TOKEN})
         self.assertError(status, answer, 429, "Slowdown: 3 per 1 minute")
+
+
+class DocumentDeadlineTest(FileTestCase):
+    """--document_timeout bounds a whole document: a long one ends with 504, its remaining
+    segments unsent, and the server answers at once afterwards."""
+
+    SERVER_FLAGS = ("--document_timeout", "1s")
+
+    def test_a_document_past_its_deadline_is_cut_short(self):
+        text = "\n\n".join([ts.LONG] * 600)  # minutes of work on these cores
+        started = time.monotonic()
+        status, answer = self.upload("long.txt", text)
+        took = time.monotonic() - started
+        self.assertEqual(status, 504, answer)
+        self.assertIn("deadline", answer["error"])
+        self.assertLess(took, 60, "the deadline did not end the document's work")
+        status, _, _ = self.request("GET", "/health")
+        self.assertEqual(status, 200)
+        self.assertTranslatesNormally()
 
 
 if __name__ == "__main__":

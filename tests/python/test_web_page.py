@@ -134,18 +134,32 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
-class WebPageTest(test_http.HttpTestCase):
+class BrowserTestCase(test_http.HttpTestCase):
+    """A server (its models named by MODELS: None, the demo model by name; (), none, so the
+    bundled demo) and a browser, one each per class."""
+
+    MODELS = None
 
     @classmethod
     def setUpClass(cls):
-        super().setUpClass()
+        cls.server = test_http.HttpServer(*cls.SERVER_FLAGS, models=cls.MODELS)
+        cls.addClassCleanup(cls._stop_server)
+        cls.translator = ts.pb_grpc.TranslatorStub(cls.server.channel)
         cls.browser = Browser()
         cls.addClassCleanup(cls.browser.close)
 
+    def open_page(self):
+        """The server's page, once it has loaded the languages."""
+        self.browser.call("Page.navigate", url=f"http://127.0.0.1:{self.server.http_port}/")
+        self.browser.wait_for("document.body && document.body.dataset.ready === '1'",
+                              "the languages")
+        return self.browser
+
+
+class WebPageTest(BrowserTestCase):
+
     def test_typing_spanish_shows_the_english_translation(self):
-        b = self.browser
-        b.call("Page.navigate", url=f"http://127.0.0.1:{self.server.http_port}/")
-        b.wait_for("document.body && document.body.dataset.ready === '1'", "the languages")
+        b = self.open_page()
         self.assertEqual(b.evaluate("document.getElementById('source').value"), "es")
         self.assertEqual(b.evaluate("document.getElementById('target').value"), "en")
 
@@ -167,9 +181,7 @@ class WebPageTest(test_http.HttpTestCase):
         self.assertNotEqual(b.evaluate("document.getElementById('status').className"), "error")
 
     def test_an_error_is_shown_not_swallowed(self):
-        b = self.browser
-        b.call("Page.navigate", url=f"http://127.0.0.1:{self.server.http_port}/")
-        b.wait_for("document.body && document.body.dataset.ready === '1'", "the languages")
+        b = self.open_page()
         b.evaluate("document.getElementById('input').focus()")
         b.call("Input.insertText", text="a " * 6000)  # over --max_text_bytes: the server's 400
         message = b.wait_for("document.getElementById('status').className === 'error'"
@@ -177,22 +189,14 @@ class WebPageTest(test_http.HttpTestCase):
         self.assertIn("limit", message)
 
 
-class DemoPageTest(test_http.HttpTestCase):
+class DemoPageTest(BrowserTestCase):
     """With the bundled demo (no model named), the page says what the demo is and offers
     sentences it translates well; a click translates one. The README's screenshot is this page."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.server = test_http.HttpServer(models=())
-        cls.addClassCleanup(cls._stop_server)
-        cls.translator = ts.pb_grpc.TranslatorStub(cls.server.channel)
-        cls.browser = Browser()
-        cls.addClassCleanup(cls.browser.close)
+    MODELS = ()
 
     def test_an_example_translates_when_clicked(self):
-        b = self.browser
-        b.call("Page.navigate", url=f"http://127.0.0.1:{self.server.http_port}/")
-        b.wait_for("document.body && document.body.dataset.ready === '1'", "the languages")
+        b = self.open_page()
         about = b.evaluate("document.getElementById('about').textContent")
         self.assertIn("trained only on Bible verses", about)
         examples = b.evaluate("[...document.querySelectorAll('button.example')]"
@@ -239,15 +243,13 @@ async function attempt(name, request) {
 </script></body></html>"""
 
 
-class CrossOriginPageTest(test_http.HttpTestCase):
+class CrossOriginPageTest(BrowserTestCase):
     """A page of another origin, in a real browser, can neither read from the server nor change
     what it stores; the server's own page (WebPageTest) translates as before."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.browser = Browser()
-        cls.addClassCleanup(cls.browser.close)
         page = FOREIGN_PAGE.replace("PORT", str(cls.server.http_port)).encode()
 
         class Handler(http.server.BaseHTTPRequestHandler):

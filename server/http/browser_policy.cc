@@ -1,5 +1,7 @@
 #include "server/http/browser_policy.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
@@ -48,8 +50,10 @@ std::string Quote(absl::string_view text) {
 
 bool IsLoopbackHost(absl::string_view host) {
   const std::string name = HostName(host);
-  return name == "localhost" || name == "::1" || absl::StartsWith(name, "127.") ||
-         absl::EndsWith(name, ".localhost");
+  // An address, parsed: a name such as "127.0.0.1.evil.example" is a rebinding's, not ours.
+  in_addr v4;
+  if (inet_pton(AF_INET, name.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return name == "localhost" || name == "::1" || absl::EndsWith(name, ".localhost");
 }
 
 std::string BrowserRefusal(const BrowserPolicy& policy, absl::string_view host,

@@ -624,7 +624,8 @@ class BrowserPolicyTest(HttpTestCase):
 
     def test_a_host_that_does_not_name_this_machine_is_refused(self):
         port = self.server.http_port
-        for host in ("evil.example", f"evil.example:{port}", "192.168.1.1"):
+        for host in ("evil.example", f"evil.example:{port}", "192.168.1.1",
+                     f"127.0.0.1.evil.example:{port}"):
             with self.subTest(host=host):
                 status, _, data = self.answer("GET", "/languages", {"Host": host})
                 self.assertEqual(status, 403, data)

@@ -24,6 +24,7 @@
 #include "server/demo_model.h"
 #include "server/files/read_document.h"
 #include "server/file_api/translate_file.h"
+#include "server/jobs/document_jobs.h"
 #include "server/glossaries/glossary_store.h"
 #include "server/grpc/glossary_service.h"
 #include "server/grpc/service.h"
@@ -179,9 +180,16 @@ ABSL_FLAG(int64_t, max_file_mb, 20,
           "it) and gRPC's TranslateDocument (whose message is also within --max_message_bytes); "
           "the formats are .txt, .md/.markdown, .srt, .vtt, .html/.htm, .docx, .pptx, .xlsx, "
           ".odt, .odp, .epub");
-ABSL_FLAG(int, max_documents, 4,
-          "gRPC's TranslateDocument: the most files translated at once, each on a thread of its "
-          "own (RESOURCE_EXHAUSTED beyond)");
+ABSL_FLAG(int, max_documents, 8,
+          "Documents queued or in translation at once, from every front end (/translate_file, "
+          "TranslateDocument); past it RESOURCE_EXHAUSTED (HTTP 429)");
+ABSL_FLAG(int, document_workers, 2,
+          "Documents translated at once, each on a worker thread of its own (their segments "
+          "share the engine with every other request); the others wait in the queue");
+ABSL_FLAG(int64_t, document_memory_mb, 512,
+          "What the documents in flight may hold in memory together, in MiB, as estimated: "
+          "the uploads, their inflated parts, segments, translations and the files written. "
+          "Past it RESOURCE_EXHAUSTED (HTTP 429); a file that alone needs more: 400");
 ABSL_FLAG(absl::Duration, file_keep, absl::Minutes(30),
           "How long a translated file stays at its /download_file/<name> link");
 ABSL_FLAG(int64_t, file_keep_mb, 256,
@@ -202,7 +210,10 @@ using glossa::server::FileApi;
 using glossa::server::FileApiOptions;
 using glossa::server::RpcRecord;
 using glossa::server::DocumentOptions;
+using glossa::server::DocumentJob;
+using glossa::server::DocumentJobs;
 using glossa::server::DocumentTranslator;
+using glossa::server::TranslatedDocument;
 using glossa::server::TranslatedDocument;
 using glossa::server::GlossaryServiceImpl;
 using glossa::server::GlossaryStore;
@@ -499,12 +510,19 @@ std::string HostOf(const std::string& address) { return address.substr(0, addres
 // Metrics first, so that a scraper sees the server from its first request on. nullptr: none.
 absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetrics(const ModelRegistry* registry,
                                                             const RequestMetrics* requests,
-                                                            const ResultCache* cache, bool given) {
+                                                            const ResultCache* cache,
+                                                            const DocumentJobs* documents,
+                                                            bool given) {
   const std::string address = absl::GetFlag(FLAGS_metrics_listen);
   if (address.empty()) return nullptr;
   auto collector = std::make_shared<MetricsCollector>(registry, requests,
                                                       BuildInfo{GLOSSA_VERSION, GLOSSA_GIT_SHA});
   collector->SetCache(cache);
+  collector->SetDocuments([documents] {
+    const DocumentJobs::Counts counts = documents->counts();
+    return glossa::server::DocumentGauges{counts.queued, counts.running, counts.memory_bytes,
+                                          documents->memory_limit()};
+  });
   GLOSSA_ASSIGN_OR_RETURN(std::unique_ptr<MetricsServer> server,
                           Listening(MetricsServer::Start(address, std::move(collector)), given,
                                     "metrics_listen", "metrics"));
@@ -564,38 +582,48 @@ DocumentOptions DocumentOptionsFromFlags() {
   return options;
 }
 
-// gRPC's TranslateDocument, done by `translator` (server/file_api/ is a room above the service).
-void ServeDocuments(TranslatorService* service, const DocumentTranslator* translator) {
+// The document jobs of every front end: their workers, queue and memory budget.
+std::unique_ptr<DocumentJobs> DocumentJobsFromFlags(const DocumentTranslator* translator) {
+  glossa::server::DocumentJobsOptions options;
+  options.workers = std::max(1, absl::GetFlag(FLAGS_document_workers));
+  options.max_jobs = std::max(1, absl::GetFlag(FLAGS_max_documents));
+  options.memory_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_document_memory_mb)) << 20;
+  return std::make_unique<DocumentJobs>(translator, options);
+}
+
+// gRPC's TranslateDocument, done by `jobs` (server/jobs/ is a room above the service).
+void ServeDocuments(TranslatorService* service, DocumentJobs* jobs) {
   service->SetDocumentHandler(
-      [translator](const glossa::v1::TranslateDocumentRequest& r, absl::Time deadline,
-                   RpcRecord* record) -> absl::StatusOr<glossa::v1::TranslateDocumentResponse> {
-        absl::StatusOr<TranslatedDocument> translated;
-        try {  // on a gRPC thread: an exception would end the process, not the request
-          translated = translator->Translate({r.file_name(), r.content(), r.source_language(),
-                                              r.target_language(), r.model()},
-                                             deadline, record);
-        } catch (const std::exception& e) {
-          translated = absl::InternalError(absl::StrCat("the document failed: ", e.what()));
-        }
-        GLOSSA_ASSIGN_OR_RETURN(TranslatedDocument t, std::move(translated));
-        glossa::v1::TranslateDocumentResponse out;
-        out.set_content(std::move(t.bytes));
-        out.set_file_name(std::move(t.file_name));
-        out.set_source_language(std::move(t.source));
-        out.set_segments(static_cast<int32_t>(t.segments));
-        return out;
-      },
-      std::max(1, absl::GetFlag(FLAGS_max_documents)));
+      [jobs](glossa::v1::TranslateDocumentRequest r, absl::Time deadline, RpcRecord* record,
+             TranslatorService::DocumentDone done) -> absl::StatusOr<std::function<void()>> {
+        DocumentJob job{r.file_name(), std::move(*r.mutable_content()), r.source_language(),
+                        r.target_language(), r.model()};
+        auto ticket = jobs->Submit(
+            std::move(job), deadline, record,
+            [done = std::move(done)](absl::StatusOr<TranslatedDocument> translated) {
+              if (!translated.ok()) return done(translated.status());
+              glossa::v1::TranslateDocumentResponse out;
+              out.set_content(std::move(translated->bytes));
+              out.set_file_name(std::move(translated->file_name));
+              out.set_source_language(std::move(translated->source));
+              out.set_segments(static_cast<int32_t>(translated->segments));
+              done(std::move(out));
+            });
+        if (!ticket.ok()) return ticket.status();
+        return [ticket = *std::move(ticket)] { ticket->Cancel(); };
+      });
 }
 
 // LibreTranslate's file API, its routes handed to `api` (server/file_api/ is a room above it).
-std::unique_ptr<FileApi> NewFileApi(const TranslatorService* service, HttpApi* api) {
+std::unique_ptr<FileApi> NewFileApi(const TranslatorService* service, HttpApi* api,
+                                    DocumentJobs* jobs) {
   FileApiOptions options;
   options.max_file_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_file_mb)) << 20;
   options.keep = absl::GetFlag(FLAGS_file_keep);
   options.keep_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_file_keep_mb)) << 20;
-  auto files = std::make_unique<FileApi>(service, &api->libre_limits(), options,
-                                         DocumentOptionsFromFlags());
+  // Half of the HTTP threads at most wait for documents: the rest serve /health and /translate.
+  options.max_waiting = std::max(1, absl::GetFlag(FLAGS_http_threads) / 2);
+  auto files = std::make_unique<FileApi>(service, &api->libre_limits(), options, jobs);
   api->SetFileApi([files = files.get()](const HttpRequest& request) {
     return files->Handle(request);
   }, glossa::server::SupportedDocumentFormats());
@@ -620,7 +648,7 @@ glossa::server::BrowserPolicy BrowserPolicyFromFlags(const std::string& address,
 
 // After the token is set: HTTP's routes check the same one.
 absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossaryStore* glossaries,
-                                    bool given, bool demo) {
+                                    DocumentJobs* jobs, bool given, bool demo) {
   HttpFront front;
   const std::string address = absl::GetFlag(FLAGS_http_listen);
   if (address.empty()) return front;
@@ -635,7 +663,7 @@ absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossarySt
   options.timeout = absl::GetFlag(FLAGS_http_timeout);
   options.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.browsers = BrowserPolicyFromFlags(address, service->RequiresToken());
-  front.files = NewFileApi(service, front.api.get());
+  front.files = NewFileApi(service, front.api.get(), jobs);
   options.path_max_body_bytes["/translate_file"] = front.files->max_body_bytes();
   auto started = HttpServer::Start(options, [api = front.api.get()](const HttpRequest& request) {
     return api->Handle(request);
@@ -731,7 +759,7 @@ int WaitForStopSignal(const sigset_t& signals, LiveModels* live) {
 // Lets requests in flight finish for up to --shutdown_timeout, then stops every listener.
 void Drain(int signal, grpc::Server* server, grpc::HealthCheckServiceInterface* health,
            TranslatorService* service, std::unique_ptr<HttpServer> http_server,
-           ModelRegistry* registry) {
+           DocumentJobs* documents, ModelRegistry* registry) {
   const absl::Duration timeout = absl::GetFlag(FLAGS_shutdown_timeout);
   std::printf("glossa-server: %s: draining (up to %s)\n", strsignal(signal),
               absl::FormatDuration(timeout).c_str());
@@ -746,8 +774,11 @@ void Drain(int signal, grpc::Server* server, grpc::HealthCheckServiceInterface* 
     http_server->Drain(deadline + absl::Seconds(10));  // the jobs end by the deadline
     http_server.reset();
   });
+  // Queued documents fail at once; those in translation are cancelled at the deadline.
+  std::thread documents_stop([documents, deadline] { documents->Shutdown(deadline); });
   server->Shutdown(absl::ToChronoTime(deadline));  // waits for in-flight calls, then cancels
   registry->Shutdown(deadline);
+  documents_stop.join();
   http_stop.join();
   std::printf("glossa-server: stopped\n");
 }
@@ -784,8 +815,10 @@ int main(int argc, char** argv) {
   TranslatorService service(registry->get(), LimitsFromFlags(), &request_metrics);
   std::unique_ptr<ResultCache> cache = CacheFromFlags();
   service.SetCache(cache.get());
-  auto metrics =
-      StartMetrics(registry->get(), &request_metrics, cache.get(), line.metrics_listen_given);
+  const DocumentTranslator translator(&service, DocumentOptionsFromFlags());
+  std::unique_ptr<DocumentJobs> documents = DocumentJobsFromFlags(&translator);
+  auto metrics = StartMetrics(registry->get(), &request_metrics, cache.get(), documents.get(),
+                              line.metrics_listen_given);
   if (!metrics.ok()) return Fail(metrics.status());
   auto credentials = ServerCredentials();
   if (!credentials.ok()) return Fail(credentials.status());
@@ -793,9 +826,9 @@ int main(int argc, char** argv) {
   auto glossaries = OpenGlossaries(service);
   if (!glossaries.ok()) return Fail(glossaries.status());
   service.SetPivotLanguage(absl::GetFlag(FLAGS_pivot_language));
-  const DocumentTranslator documents(&service, DocumentOptionsFromFlags());
-  ServeDocuments(&service, &documents);
-  auto http = StartHttp(&service, glossaries->get(), line.http_listen_given, specs->demo);
+  ServeDocuments(&service, documents.get());
+  auto http = StartHttp(&service, glossaries->get(), documents.get(), line.http_listen_given,
+                        specs->demo);
   if (!http.ok()) return Fail(http.status());
   GlossaryServiceImpl glossary_service(glossaries->get(), &service);
   UnknownMethodService unknown_methods;
@@ -810,7 +843,8 @@ int main(int argc, char** argv) {
   PrintHowToCall(port, **registry, specs->demo, argv[0]);
 
   const int signal = WaitForStopSignal(signals, live.get());
-  Drain(signal, server->get(), health, &service, std::move(http->server), registry->get());
+  Drain(signal, server->get(), health, &service, std::move(http->server), documents.get(),
+        registry->get());
   StopMetrics(*std::move(metrics));
   return 0;
 }

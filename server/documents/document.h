@@ -19,6 +19,7 @@
 #define GLOSSA_SERVER_DOCUMENTS_DOCUMENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ namespace glossa::server {
 struct DocumentLimits {
   int64_t max_bytes = 20 << 20;
   int64_t max_segments = 200000;
+  // Told the bytes a reader is about to hold beyond the file (an archive's inflated entries)
+  // before it holds them; its error ends the read. Unset: nothing is told.
+  std::function<absl::Status(int64_t)> reserve;
 };
 
 // One file's text and how to write it back.

@@ -120,6 +120,20 @@ HttpResponse FileApi::Download(absl::string_view name) {
   return response;
 }
 
+absl::StatusOr<TranslatedDocument> FileApi::Wait(DocumentJob job, const HttpRequest& http,
+                                                 RpcRecord* record) {
+  if (waiting_.fetch_add(1) >= options_.max_waiting) {
+    waiting_.fetch_sub(1);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        options_.max_waiting, " uploads are waiting for their documents already, as many as "
+        "this server's HTTP threads may hold (--http_threads): try again later"));
+  }
+  auto translated =
+      TranslateWaiting(*jobs_, std::move(job), absl::InfiniteFuture(), record, http.client_gone);
+  waiting_.fetch_sub(1);
+  return translated;
+}
+
 HttpResponse FileApi::TranslateFile(const HttpRequest& http) {
   RpcRecord record(service_->metrics(), Method::kHttpTranslateFile);
   int error_status = 0;  // an HTTP status that no absl code gives (413), else 0
@@ -140,9 +154,10 @@ HttpResponse FileApi::TranslateFile(const HttpRequest& http) {
       return Invalid(absl::StrCat("the file is ", r.file->data.size(), " bytes; the limit is ",
                                   options_.max_file_bytes));
     }
-    const DocumentJob job{r.file->file_name, std::string(r.file->data), r.source, r.target, ""};
-    GLOSSA_ASSIGN_OR_RETURN(TranslatedDocument translated,
-                            translator_.Translate(job, absl::InfiniteFuture(), &record));
+    GLOSSA_ASSIGN_OR_RETURN(
+        TranslatedDocument translated,
+        Wait({r.file->file_name, std::string(r.file->data), r.source, r.target, ""}, http,
+             &record));
     auto name = store_.Put({std::move(translated.file_name), std::move(translated.bytes)},
                            absl::Now());
     if (!name.ok()) {

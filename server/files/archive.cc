@@ -99,6 +99,9 @@ absl::StatusOr<std::vector<ArchiveEntry>> ReadArchive(absl::string_view bytes,
     return Invalid(what, absl::StrCat("inflates ", total / archive_bytes, " times its ",
                                       archive_bytes, " bytes: refused as a zip bomb"));
   }
+  if (limits.reserve) {
+    if (absl::Status reserved = limits.reserve(total); !reserved.ok()) return reserved;
+  }
   std::vector<ArchiveEntry> entries;
   for (zip_int64_t i = 0; i < n; ++i) {
     auto data = ReadEntry(archive.get(), i, stats[i], what);

@@ -12,6 +12,7 @@
 #define GLOSSA_SERVER_FILES_ARCHIVE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct ArchiveLimits {
   // archive's bytes), once over min_ratio_bytes: office XML compresses 5 to 50 times.
   int64_t max_ratio = 200;
   int64_t min_ratio_bytes = 64 << 10;
+  // Told the inflated total once the bounds above pass, before any entry is inflated; its
+  // error ends the read (a memory budget's). Unset: nothing is told.
+  std::function<absl::Status(int64_t)> reserve;
 };
 
 // INVALID_ARGUMENT, with a message for a client, for bytes that are not a zip archive, a

@@ -145,7 +145,9 @@ absl::StatusOr<std::unique_ptr<Document>> ReadOfficeDocument(absl::string_view e
   }
   if (format == nullptr) return absl::InvalidArgumentError("not an office format");
   const std::string what = absl::StrCat("the ", extension, " file");
-  auto entries = ReadArchive(bytes, what);
+  ArchiveLimits archive_limits;
+  archive_limits.reserve = limits.reserve;
+  auto entries = ReadArchive(bytes, what, archive_limits);
   if (!entries.ok()) return entries.status();
   bool has_main = false;
   for (const ArchiveEntry& e : *entries) has_main = has_main || e.name == format->main_entry;

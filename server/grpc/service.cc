@@ -1,6 +1,8 @@
 #include "server/grpc/service.h"
 
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -553,34 +555,70 @@ absl::StatusOr<v1::TranslateDocumentRequest> TranslatorService::ParseDocument(
   return request;
 }
 
+namespace {
+
+// What cancels a document, set once it has started; a cancel that comes first is kept for it.
+class DocumentCancel {
+ public:
+  void Set(std::function<void()> cancel) {
+    absl::MutexLock lock(&mu_);
+    cancel_ = std::move(cancel);
+    if (cancelled_) cancel_();
+  }
+  void Fire() {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (cancel_) cancel_();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::function<void()> cancel_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// TranslateDocument's call: finished when the document ends; a client's cancel reaches it.
+class DocumentReactor final : public grpc::ServerUnaryReactor {
+ public:
+  std::shared_ptr<DocumentCancel> cancel() const { return cancel_; }
+  void OnCancel() override { cancel_->Fire(); }
+  void OnDone() override { delete this; }
+
+ private:
+  const std::shared_ptr<DocumentCancel> cancel_ = std::make_shared<DocumentCancel>();
+};
+
+}  // namespace
+
 grpc::ServerUnaryReactor* TranslatorService::TranslateDocument(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   auto record = std::make_shared<RpcRecord>(metrics_, Method::kTranslateDocument);
-  auto* reactor = context->DefaultReactor();
+  auto* reactor = new DocumentReactor();
+  const std::shared_ptr<DocumentCancel> cancel = reactor->cancel();
   absl::StatusOr<v1::TranslateDocumentRequest> parsed = ParseDocument(*context, *request);
-  if (parsed.ok() && documents_in_flight_.fetch_add(1) >= max_documents_) {
-    documents_in_flight_.fetch_sub(1);
-    parsed = absl::ResourceExhaustedError(absl::StrCat(
-        "the server is translating ", max_documents_, " documents already: try again later"));
-  }
+  absl::StatusOr<std::function<void()>> started = absl::UnknownError("not started");
   if (!parsed.ok()) {
-    const grpc::Status status = ToGrpcStatus(parsed.status());
+    started = parsed.status();
+  } else {
+    record->SetModel(parsed->model());
+    started = document_handler_(
+        *std::move(parsed), Deadline(context), record.get(),
+        [reactor, response, record](absl::StatusOr<v1::TranslateDocumentResponse> result) {
+          if (result.ok()) *response = Serialize(*result);
+          const grpc::Status status =
+              result.ok() ? grpc::Status::OK : ToGrpcStatus(result.status());
+          record->Finish(status);
+          reactor->Finish(status);
+        });
+  }
+  if (!started.ok()) {
+    const grpc::Status status = ToGrpcStatus(started.status());
     record->Finish(status);
     reactor->Finish(status);
     return reactor;
   }
-  record->SetModel(parsed->model());
-  std::thread([this, reactor, response, record, document = *std::move(parsed),
-               deadline = Deadline(context)] {
-    absl::StatusOr<v1::TranslateDocumentResponse> result =
-        document_handler_(document, deadline, record.get());
-    if (result.ok()) *response = Serialize(*result);
-    const grpc::Status status = result.ok() ? grpc::Status::OK : ToGrpcStatus(result.status());
-    record->Finish(status);
-    documents_in_flight_.fetch_sub(1);
-    reactor->Finish(status);
-  }).detach();
+  cancel->Set(*std::move(started));
   return reactor;
 }
 

@@ -44,20 +44,20 @@ class TranslatorService final : public TranslatorBase {
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
-  // Runs the document handler on a thread of its own (a file takes many engine requests, each
-  // waited for), at most max_documents at once: RESOURCE_EXHAUSTED beyond.
+  // Starts the document handler's work and finishes the call when it ends; a client that
+  // cancels the call (or goes away) cancels the document.
   grpc::ServerUnaryReactor* TranslateDocument(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request,
                                               grpc::ByteBuffer* response) override;
 
-  // TranslateDocument's work, done in server/file_api/ (a room above this one): a file's
-  // translation by the deadline, its result told to the record. Not set: UNIMPLEMENTED.
-  using DocumentHandler = std::function<absl::StatusOr<v1::TranslateDocumentResponse>(
-      const v1::TranslateDocumentRequest&, absl::Time, RpcRecord*)>;
-  void SetDocumentHandler(DocumentHandler handler, int max_documents) {
-    document_handler_ = std::move(handler);
-    max_documents_ = max_documents;
-  }
+  // TranslateDocument's work, done in server/jobs/ (a room above this one): starts a file's
+  // translation by the deadline, the record told its model; `done` is then called once, on
+  // another thread, with the result. Returns what cancels it, or the error that kept it from
+  // starting (RESOURCE_EXHAUSTED: too many documents). Not set: UNIMPLEMENTED.
+  using DocumentDone = std::function<void(absl::StatusOr<v1::TranslateDocumentResponse>)>;
+  using DocumentHandler = std::function<absl::StatusOr<std::function<void()>>(
+      v1::TranslateDocumentRequest, absl::Time, RpcRecord*, DocumentDone)>;
+  void SetDocumentHandler(DocumentHandler handler) { document_handler_ = std::move(handler); }
 
   // From now on new requests get UNAVAILABLE; in-flight ones continue.
   void StartDraining() { draining_.store(true); }
@@ -124,8 +124,6 @@ class TranslatorService final : public TranslatorBase {
   absl::StatusOr<v1::TranslateDocumentRequest> ParseDocument(
       const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer) const;
   DocumentHandler document_handler_;
-  int max_documents_ = 0;
-  std::atomic<int> documents_in_flight_{0};
 
   std::atomic<bool> draining_{false};
   std::string token_;

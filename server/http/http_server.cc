@@ -4,11 +4,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -92,6 +94,12 @@ int ShutdownSockets(int port, bool listening, int how) {
   }
   closedir(dir);
   return count;
+}
+
+// Whether the peer of connected socket `fd` has closed its side, reset it, or it failed.
+bool ClientGone(int fd) {
+  pollfd watched{fd, POLLRDHUP, 0};
+  return poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 }  // namespace
@@ -242,6 +250,11 @@ void HttpServer::Serve(mg_connection* connection) {
   request.authorization = Header(connection, "Authorization");
   request.host = Header(connection, "Host");
   request.remote_address = info->remote_addr;
+  request.client_gone = [remote = request.remote_address, remote_port = info->remote_port,
+                         local_port = info->server_port, fd = std::make_shared<int>(-2)] {
+    if (*fd == -2) *fd = FindConnectionSocket(remote, remote_port, local_port);
+    return *fd >= 0 && ClientGone(*fd);
+  };
   // Browsers: refused before the body is read; a preflight is answered here.
   const std::string origin = Header(connection, "Origin");
   if (const std::string refusal = BrowserRefusal(options_.browsers, request.host, origin);

@@ -33,6 +33,10 @@ struct HttpRequest {
   std::string authorization;
   std::string body;
   std::string remote_address;  // the client's IP address, as the connection gives it
+  // True once the client has closed its side of the connection, reset it, or it failed: for a
+  // handler that runs long, to stop working for nobody (it polls the socket; a client that
+  // half-closes and still waits reads as gone). Only on the handler's thread.
+  std::function<bool()> client_gone = [] { return false; };
 };
 
 struct HttpResponse {

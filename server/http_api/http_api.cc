@@ -110,7 +110,8 @@ absl::string_view BearerToken(absl::string_view authorization) {
 
 absl::StatusOr<v1::TranslateResponse> TranslateAndWait(const TranslatorService& service,
                                                        const v1::TranslateRequest& request,
-                                                       absl::Duration timeout, RpcRecord* record) {
+                                                       absl::Duration timeout, RpcRecord* record,
+                                                       const std::atomic<bool>* cancelled) {
   auto pending = std::make_shared<Pending>();
   auto job = service.NewTranslateJob(request, absl::Now() + timeout, record,
                                      [pending](absl::StatusOr<v1::TranslateResponse> result) {
@@ -121,9 +122,13 @@ absl::StatusOr<v1::TranslateResponse> TranslateAndWait(const TranslatorService& 
   if (absl::Status started = (*job)->Start(); !started.ok()) return started;
   // The engine ends a job past its deadline within one decoder step by itself. Should that ever
   // not happen, cancel it (it then stops within a step) rather than leave `record` in use.
-  if (!pending->done.WaitForNotificationWithTimeout(timeout + absl::Seconds(30))) {
-    (*job)->Cancel();
-    pending->done.WaitForNotification();
+  const absl::Time give_up = absl::Now() + timeout + absl::Seconds(30);
+  const absl::Duration slice = cancelled != nullptr ? absl::Milliseconds(50) : timeout;
+  while (!pending->done.WaitForNotificationWithTimeout(slice)) {
+    if ((cancelled != nullptr && cancelled->load()) || absl::Now() >= give_up) {
+      (*job)->Cancel();
+      pending->done.WaitForNotification();
+    }
   }
   return pending->result;
 }

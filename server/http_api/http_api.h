@@ -10,6 +10,7 @@
 #ifndef GLOSSA_SERVER_HTTP_API_HTTP_API_H_
 #define GLOSSA_SERVER_HTTP_API_HTTP_API_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,10 +77,11 @@ class HttpApi {
 
 // Translates `request` through the service as gRPC's Translate does and waits for the result
 // (this HTTP thread blocks; the engine batches it with everything else). `record` is told the
-// model and result; the caller finishes it.
-absl::StatusOr<v1::TranslateResponse> TranslateAndWait(const TranslatorService& service,
-                                                       const v1::TranslateRequest& request,
-                                                       absl::Duration timeout, RpcRecord* record);
+// model and result; the caller finishes it. `cancelled` (optional) cancels the job once set
+// (seen within 50 ms).
+absl::StatusOr<v1::TranslateResponse> TranslateAndWait(
+    const TranslatorService& service, const v1::TranslateRequest& request, absl::Duration timeout,
+    RpcRecord* record, const std::atomic<bool>* cancelled = nullptr);
 
 // The HTTP status for an error: 400 for requests to change, 403 for the token, 404 for an
 // unknown model, 429 when the queue is full, 503 while shutting down, 504 past the deadline.

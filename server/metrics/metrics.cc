@@ -247,6 +247,7 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   CollectEngines(&out);
   CollectProcess(&out);
   CollectCache(&out);
+  CollectDocuments(&out);
   CollectModels(&out);
   return out;
 }
@@ -359,6 +360,31 @@ void MetricsCollector::CollectCache(std::vector<MetricFamily>* out) const {
   };
   for (const auto& series : kSeries) {
     auto family = Family(series.name, series.help, series.type);
+    AddValue(&family, {}, series.value);
+    out->push_back(std::move(family));
+  }
+}
+
+void MetricsCollector::CollectDocuments(std::vector<MetricFamily>* out) const {
+  if (!documents_) return;
+  const DocumentGauges g = documents_();
+  const struct {
+    const char* name;
+    const char* help;
+    double value;
+  } kSeries[] = {
+      {"glossa_documents_queued", "Documents waiting for a worker (--document_workers).",
+       static_cast<double>(g.queued)},
+      {"glossa_documents_running", "Documents being translated.", static_cast<double>(g.running)},
+      {"glossa_documents_memory_bytes",
+       "Bytes the documents in flight hold, as estimated (uploads, inflated parts, segments, "
+       "translations, files written).",
+       static_cast<double>(g.memory_bytes)},
+      {"glossa_documents_memory_limit_bytes", "Their bound (--document_memory_mb).",
+       static_cast<double>(g.memory_limit_bytes)},
+  };
+  for (const auto& series : kSeries) {
+    auto family = Family(series.name, series.help, MetricType::Gauge);
     AddValue(&family, {}, series.value);
     out->push_back(std::move(family));
   }

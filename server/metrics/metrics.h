@@ -25,6 +25,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -148,6 +149,14 @@ struct BuildInfo {
   std::string git_sha;
 };
 
+// The document jobs' state (server/jobs/ is a room above this one), read at scrape time.
+struct DocumentGauges {
+  int queued = 0;
+  int running = 0;
+  int64_t memory_bytes = 0;        // held by the documents in flight, as estimated
+  int64_t memory_limit_bytes = 0;  // --document_memory_mb
+};
+
 // Builds the exposition at scrape time from the engines, the request metrics and /proc.
 class MetricsCollector final : public prometheus::Collectable {
  public:
@@ -156,18 +165,24 @@ class MetricsCollector final : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
   // The result cache whose counters to export (null: none). Must outlive the collector.
   void SetCache(const ResultCache* cache) { cache_ = cache; }
+  // Where the document jobs' gauges come from (unset: none exported).
+  void SetDocuments(std::function<DocumentGauges()> documents) {
+    documents_ = std::move(documents);
+  }
 
  private:
   void CollectRequests(std::vector<prometheus::MetricFamily>* out) const;
   void CollectEngines(std::vector<prometheus::MetricFamily>* out) const;
   void CollectProcess(std::vector<prometheus::MetricFamily>* out) const;
   void CollectCache(std::vector<prometheus::MetricFamily>* out) const;
+  void CollectDocuments(std::vector<prometheus::MetricFamily>* out) const;
   void CollectModels(std::vector<prometheus::MetricFamily>* out) const;
   void CollectResidency(std::vector<prometheus::MetricFamily>* out) const;
 
   const ModelRegistry* registry_;
   const RequestMetrics* requests_;
   const ResultCache* cache_ = nullptr;
+  std::function<DocumentGauges()> documents_;
   BuildInfo build_;
   double start_time_seconds_ = 0;  // process_start_time_seconds, read once
 };

@@ -2,10 +2,11 @@
 # The two commands of the README.
 #   deploy/run.sh serve [glossa-server flags]   install, build, serve the bundled demo model
 #   deploy/run.sh test  [ctest flags]           install, build, run every test but the long
-#                                               ones (labels soak, shapes, catalogue, long: name
-#                                               them, e.g. -L soak, to run them), then the unit
-#                                               and server tests again under ASan+UBSan, then
-#                                               each fuzz target for a short while
+#                                               ones (labels soak, abuse, shapes, catalogue,
+#                                               long: name them, e.g. -L soak, to run them),
+#                                               then the unit and server tests again under
+#                                               ASan+UBSan, then each fuzz target for a short
+#                                               while
 # Each phase prints its elapsed time; `test` ends with a table of them.
 # Environment: BUILD_DIR (default build), JOBS (default: number of cores),
 #   GLOSSA_SANITIZERS=0 skips the sanitizer pass (ASan+UBSan build in build-asan),
@@ -86,9 +87,10 @@ case "${1:-}" in
     phase "build ($BUILD_DIR, Release)" configure_and_build "$BUILD_DIR" \
       -DCMAKE_BUILD_TYPE=Release -DGLOSSA_BUILD_TESTS=ON || { print_phases; exit 1; }
     # Minutes-long load tests, full variants of the slow tests and the released-size random
-    # models (gigabytes): only when asked for by label (-L soak, -L shapes, -L catalogue, -L long).
-    exclude=(-LE 'soak|shapes|catalogue|long')
-    case " $* " in *soak*|*shapes*|*catalogue*|*long*) exclude=() ;; esac
+    # models (gigabytes): only when asked for by label (-L soak, -L abuse, -L shapes,
+    # -L catalogue, -L long).
+    exclude=(-LE 'soak|abuse|shapes|catalogue|long')
+    case " $* " in *soak*|*abuse*|*shapes*|*catalogue*|*long*) exclude=() ;; esac
     phase "tests ($BUILD_DIR)" run_ctest "$BUILD_DIR" "${exclude[@]}" "$@" || status=$?
     if [ "${GLOSSA_SANITIZERS:-1}" != 0 ]; then
       echo "== the unit and server tests again under AddressSanitizer + UndefinedBehaviorSanitizer"

@@ -100,6 +100,11 @@ ABSL_FLAG(int, http_threads, 16, "HTTP requests served at once (a thread each)")
 ABSL_FLAG(absl::Duration, http_timeout, absl::Seconds(30),
           "HTTP: the longest a client may take to send a request (headers and body), and each "
           "network write; slower clients are disconnected");
+ABSL_FLAG(int, http_slow_per_address, 4,
+          "HTTP: connections of one client address that may be sending their request head "
+          "slowly, or nothing, at once (slowloris), and never more than a quarter of "
+          "--http_threads; the server cuts the others, so that a few clients cannot hold every "
+          "HTTP thread. 0: no limit");
 ABSL_FLAG(absl::Duration, http_translate_timeout, absl::Seconds(120),
           "HTTP: the deadline of one translation (then 504)");
 ABSL_FLAG(int, workers, 0,
@@ -661,6 +666,7 @@ absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossarySt
   options.address = address;
   options.threads = std::max(1, absl::GetFlag(FLAGS_http_threads));
   options.timeout = absl::GetFlag(FLAGS_http_timeout);
+  options.max_slow_per_address = std::max(0, absl::GetFlag(FLAGS_http_slow_per_address));
   options.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.browsers = BrowserPolicyFromFlags(address, service->RequiresToken());
   front.files = NewFileApi(service, front.api.get(), jobs);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -180,6 +181,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   const int n = mg_get_server_ports(server->context_, 4, ports);
   if (n <= 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address));
   server->port_ = ports[0].port;
+  const int slow = options.max_slow_per_address <= 0
+                       ? 0
+                       : std::min(options.max_slow_per_address, std::max(1, options.threads / 4));
+  auto guard = std::make_unique<SlowClientGuard>(server->port_, slow);
+  absl::MutexLock lock(&server->mu_);
+  server->slow_clients_ = std::move(guard);
   return server;
 }
 
@@ -225,16 +232,22 @@ void HttpServer::Drain(absl::Time deadline) {
 
 int HttpServer::OnRequest(mg_connection* connection) {
   auto* self = static_cast<HttpServer*>(mg_get_user_data(mg_get_context(connection)));
+  const mg_request_info* info = mg_get_request_info(connection);
+  const std::string peer = info->remote_addr;
+  SlowClientGuard* guard = nullptr;
   {
     absl::MutexLock lock(&self->mu_);
     ++self->in_progress_;
+    guard = self->slow_clients_.get();
   }
+  if (guard != nullptr) guard->Enter(peer, info->remote_port);
   // No exception may cross civetweb's C frames: anything unexpected is a 500.
   try {
     self->Serve(connection);
   } catch (...) {
     Write(connection, {500, "application/json", ErrorJson("internal error")});
   }
+  if (guard != nullptr) guard->Leave(peer, info->remote_port);
   absl::MutexLock lock(&self->mu_);
   --self->in_progress_;
   return 1;  // answered: civetweb does nothing more with this request

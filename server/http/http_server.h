@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "server/http/browser_policy.h"
 #include "server/http/read_watchdog.h"
+#include "server/http/slow_clients.h"
 
 struct mg_context;
 struct mg_connection;
@@ -65,6 +66,10 @@ struct HttpServerOptions {
   // texts): exact path -> bytes.
   std::map<std::string, int64_t> path_max_body_bytes;
   int max_header_bytes = 16 << 10;   // the request line and headers together
+  // Connections of one client address that may send their request head slowly, or nothing, at
+  // once, and never more than a quarter of the threads; the guard cuts the others
+  // (slow_clients.h). 0: no guard.
+  int max_slow_per_address = 4;
   BrowserPolicy browsers;            // what web pages may call (browser_policy.h)
 };
 
@@ -92,6 +97,7 @@ class HttpServer {
   HttpServerOptions options_;
   HttpHandler handler_;
   ReadWatchdog watchdog_;
+  std::unique_ptr<SlowClientGuard> slow_clients_;
   absl::Mutex mu_;
   int in_progress_ ABSL_GUARDED_BY(mu_) = 0;
   mg_context* context_ = nullptr;

@@ -78,29 +78,45 @@ void ReadWatchdog::Run() {
   }
 }
 
-int FindConnectionSocket(absl::string_view remote_addr, int remote_port, int local_port) {
+std::vector<ConnectedSocket> ConnectedSockets(int local_port) {
+  std::vector<ConnectedSocket> out;
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
+  if (dir == nullptr) return out;
   while (const dirent* entry = readdir(dir)) {
     if (entry->d_name[0] == '.') continue;
     const int fd = std::atoi(entry->d_name);
     sockaddr_storage peer = {}, local = {};
     socklen_t peer_size = sizeof(peer), local_size = sizeof(local);
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0) {
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
       continue;  // not a connected socket
     }
-    std::string peer_host, local_host;
-    int peer_port = 0, port = 0;
-    if (Describe(peer, &peer_host, &peer_port) && Describe(local, &local_host, &port) &&
-        peer_port == remote_port && port == local_port && peer_host == remote_addr) {
-      found = fd;
-      break;
+    ConnectedSocket socket{fd, "", 0};
+    std::string local_host;
+    int port = 0;
+    if (Describe(local, &local_host, &port) && port == local_port &&
+        Describe(peer, &socket.peer, &socket.peer_port)) {
+      out.push_back(std::move(socket));
     }
   }
   closedir(dir);
-  return found;
+  return out;
+}
+
+bool IsConnectedTo(int fd, absl::string_view peer, int peer_port) {
+  sockaddr_storage address = {};
+  socklen_t size = sizeof(address);
+  std::string host;
+  int port = 0;
+  return getpeername(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0 &&
+         Describe(address, &host, &port) && port == peer_port && host == peer;
+}
+
+int FindConnectionSocket(absl::string_view remote_addr, int remote_port, int local_port) {
+  for (const ConnectedSocket& socket : ConnectedSockets(local_port)) {
+    if (socket.peer_port == remote_port && socket.peer == remote_addr) return socket.fd;
+  }
+  return -1;
 }
 
 }  // namespace glossa::server

@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
@@ -45,6 +47,16 @@ class ReadWatchdog {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
+
+// This process's connected TCP sockets whose local port is `local_port`.
+struct ConnectedSocket {
+  int fd;
+  std::string peer;  // the client's address, as inet_ntop writes it
+  int peer_port;
+};
+std::vector<ConnectedSocket> ConnectedSockets(int local_port);
+// Whether socket `fd` is connected to this peer (a number may be reused once a socket closes).
+bool IsConnectedTo(int fd, absl::string_view peer, int peer_port);
 
 // The socket of this process whose TCP connection has these two ends, found by comparing every
 // open socket's peer and local addresses (civetweb does not expose its sockets); -1 if none.

@@ -60,8 +60,8 @@ class DocumentJobs {
   DocumentJobs(const DocumentJobs&) = delete;
   DocumentJobs& operator=(const DocumentJobs&) = delete;
 
-  // Queues `job`; `done` is called once, on a worker thread or in Shutdown, with the result. `record` is told the model and must outlive that
-  // call. RESOURCE_EXHAUSTED when max_jobs are in already or the budget cannot hold the upload,
+  // Queues `job`; `done` is called once, on a worker thread or in Shutdown, with the result.
+  // `record` is told the model and must outlive that call. RESOURCE_EXHAUSTED when max_jobs are in already or the budget cannot hold the upload,
   // INVALID_ARGUMENT when the upload alone is over the budget, UNAVAILABLE once stopping:
   // `done` is then not called.
   absl::StatusOr<std::shared_ptr<DocumentTicket>> Submit(DocumentJob job, absl::Time deadline,

@@ -54,10 +54,10 @@ def tearDownModule():
 class HttpServer(ts.ServerProcess):
     """A glossa-server with HTTP and metrics on free ports."""
 
-    def __init__(self, *flags, metrics=True, models=None):
+    def __init__(self, *flags, metrics=True, models=None, preexec=None):
         super().__init__("--http_listen", "127.0.0.1:0",
                          "--metrics_listen", "127.0.0.1:0" if metrics else "", *flags,
-                         models=models)
+                         models=models, preexec=preexec)
         self.http_port = self.port_of(r"glossa-server: HTTP on http://127\.0\.0\.1:(\d+)/")
         self.metrics_port = (self.port_of(r"glossa-server: metrics on http://127\.0\.0\.1:(\d+)/")
                              if metrics else None)
@@ -839,6 +839,40 @@ class HostileClientTest(HttpTestCase):
         for s in sockets:
             s.close()
         self.assertEqual(closed, 6, "slow clients were not disconnected within 20 s")
+        self.assertStillServes()
+
+    def test_slow_clients_of_one_address_cannot_hold_every_thread(self):
+        # 40 connections from 127.0.0.1 that send half a head, ten times the threads: at most
+        # one (a quarter of --http_threads 4) is kept, and a client at 127.0.0.2 is served.
+        sockets = []
+        for _ in range(40):
+            s = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10)
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            sockets.append(s)
+        try:
+            time.sleep(0.5)
+            started = time.monotonic()
+            conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=10,
+                                              source_address=("127.0.0.2", 0))
+            conn.request("GET", "/health")
+            status = conn.getresponse().status
+            took = time.monotonic() - started
+            conn.close()
+            self.assertEqual(status, 200)
+            self.assertLess(took, 1.0, "a client of another address waited for the slow ones")
+            open_ones = 0
+            for s in sockets:
+                s.setblocking(False)
+                try:
+                    open_ones += s.recv(1) != b""
+                except BlockingIOError:
+                    open_ones += 1  # nothing to read: still open
+                except OSError:
+                    pass
+            self.assertLessEqual(open_ones, 1 + 2)  # the guard's one, and any it has not seen yet
+        finally:
+            for s in sockets:
+                s.close()
         self.assertStillServes()
 
     def test_slow_body_is_cut_off(self):

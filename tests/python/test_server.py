@@ -134,6 +134,12 @@ def _die_with_parent():
         pass
 
 
+def _start_child(preexec):
+    _die_with_parent()
+    if preexec is not None:
+        preexec()
+
+
 def raw_translate_request(model, texts):
     """A serialized TranslateRequest whose texts may hold any bytes (not only UTF-8)."""
     def field(number, payload):  # a length-delimited field: tag, varint length, bytes
@@ -150,9 +156,10 @@ def raw_translate_request(model, texts):
 class ServerProcess:
     """A glossa-server on a free local port, with its output collected."""
 
-    def __init__(self, *flags, credentials=None, models=None):
+    def __init__(self, *flags, credentials=None, models=None, preexec=None):
         """credentials: grpc.ChannelCredentials for a TLS server (None: plaintext). models: the
-        flags that name the models (default: --model demo=MODEL)."""
+        flags that name the models (default: --model demo=MODEL). preexec: also run in the child
+        before the server starts (e.g. to enter a cgroup)."""
         self.stderr = tempfile.TemporaryFile(mode="w+b")
         if models is None:
             models = ("--model", f"{MODEL_NAME}={MODEL}")
@@ -160,7 +167,7 @@ class ServerProcess:
                      "--shutdown_timeout", "5s", *flags]
         env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     env=env, preexec_fn=_die_with_parent)
+                                     env=env, preexec_fn=lambda: _start_child(preexec))
         atexit.register(self.stop)  # should the class cleanup never run
         self.stdout_lines = []
         lines = queue.Queue()

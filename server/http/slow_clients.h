@@ -1,0 +1,63 @@
+// Keeps slow clients from taking every HTTP thread. civetweb serves each connection on a thread
+// of its own from the moment it takes it, headers included, so a few hundred connections that
+// send their headers a byte at a time (slowloris) or nothing at all would hold every thread
+// until --http_timeout, and /health with them.
+//
+// A thread of its own looks at this server's connections every 25 ms (civetweb does not expose
+// its sockets: they are found in /proc/self/fd). A connection is "slow" while its request head
+// is not complete: not yet handed to the handler (Enter/Leave), and no whole head waiting to
+// be read (a request in civetweb's queue), in two looks in a row (a thread that has read a head may wait for a core
+// before it hands the request over). Each client address may keep `max_per_address` slow
+// connections, those seen first; the guard shuts the others down (shutdown(2)), and civetweb's
+// read ends at once. A client that sends its request whole, as browsers and HTTP libraries do,
+// is never slow. Behind a reverse proxy every client shares the proxy's address; proxies send
+// whole heads, so they are not slow either.
+#ifndef GLOSSA_SERVER_HTTP_SLOW_CLIENTS_H_
+#define GLOSSA_SERVER_HTTP_SLOW_CLIENTS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace glossa::server {
+
+class SlowClientGuard {
+ public:
+  // Watches the connections on local port `port`; max_per_address <= 0: watches nothing.
+  SlowClientGuard(int port, int max_per_address);
+  ~SlowClientGuard();
+  SlowClientGuard(const SlowClientGuard&) = delete;
+  SlowClientGuard& operator=(const SlowClientGuard&) = delete;
+
+  // The handler has the request of this client connection (its head is read), until Leave.
+  void Enter(const std::string& peer, int peer_port);
+  void Leave(const std::string& peer, int peer_port);
+  // Connections shut down so far.
+  int64_t cut() const { return cut_.load(); }
+
+ private:
+  using Peer = std::pair<std::string, int>;
+  void Run();
+  void Scan(absl::Time now);
+
+  const int port_;
+  const int max_per_address_;
+  absl::Mutex mu_;
+  std::set<Peer> handled_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<Peer, absl::Time> slow_since_;  // the scanning thread's own
+  std::atomic<int64_t> cut_{0};
+  std::thread thread_;
+};
+
+}  // namespace glossa::server
+
+#endif  // GLOSSA_SERVER_HTTP_SLOW_CLIENTS_H_

@@ -4,6 +4,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -89,6 +90,14 @@ ABSL_FLAG(std::vector<std::string>, allowed_hosts, {},
           "on loopback (comma-separated), e.g. the name a reverse proxy forwards; any other "
           "name is refused (403), as a DNS rebinding would send it. Given with a non-loopback "
           "--http_listen, only these and the loopback names are accepted");
+ABSL_FLAG(int64_t, grpc_memory_mb, 1024,
+          "Memory gRPC may use for its connections and the messages it receives, in MiB (its "
+          "resource quota): past it gRPC resets calls (RESOURCE_EXHAUSTED) and shrinks its "
+          "buffers rather than grow. Keep it well above --max_message_bytes");
+ABSL_FLAG(int, grpc_max_threads, 16,
+          "Threads gRPC may run for its synchronous service, server reflection (one of them "
+          "polls): calls past it get RESOURCE_EXHAUSTED. The other services run on gRPC's "
+          "callback threads");
 ABSL_FLAG(int, max_streams_per_connection, 100,
           "gRPC calls open at once on one client connection (HTTP/2's "
           "SETTINGS_MAX_CONCURRENT_STREAMS); further calls wait on the client's side");
@@ -160,12 +169,17 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificates: with TLS, require client "
           "certificates signed by them (mutual TLS)");
 ABSL_FLAG(std::string, auth_token_file, "",
-          "File holding a static bearer token that Translate, TranslateStream, "
-          "TranslateDocument, ListModels and the GlossaryService calls require as "
-          "'authorization: Bearer <token>' metadata, and the HTTP routes as LibreTranslate's "
-          "api_key or an 'Authorization: Bearer' header (health, reflection and the HTTP routes "
-          "that translate nothing, /health, /languages, /frontend/settings and the page, stay "
-          "open)");
+          "File of the clients' bearer tokens: one bare token (client 'default'), or lines "
+          "'NAME TOKEN', one per client ('#' comment lines and blank lines skipped). "
+          "Translate, TranslateStream, TranslateDocument, ListModels and the GlossaryService "
+          "calls then require a client's token as 'authorization: Bearer <token>' metadata, and "
+          "the HTTP routes as LibreTranslate's api_key or an 'Authorization: Bearer' header "
+          "(health, reflection and the HTTP routes that translate nothing, /health, /languages, "
+          "/frontend/settings and the page, stay open). The client's name labels its requests "
+          "in the metrics and the request log, and keys --req_limit");
+ABSL_FLAG(bool, log_requests, false,
+          "Write a line per finished request to stderr: method, model, client (the "
+          "--auth_token_file name, or 'anonymous'), status code and milliseconds");
 ABSL_FLAG(std::string, glossary_dir, "",
           "Where stored glossaries (GlossaryService, /v1/glossaries) are kept, a file each, "
           "written atomically (a crash leaves whole files only); created if missing. Empty: in "
@@ -177,9 +191,9 @@ ABSL_FLAG(int, batch_limit, -1,
           "LibreTranslate's --batch-limit: most texts in one /translate q array; -1: none "
           "(--max_texts_per_request still applies)");
 ABSL_FLAG(int, req_limit, -1,
-          "LibreTranslate's --req-limit: requests a minute per client address on /translate, "
-          "/detect and /translate_file, counted once the token was checked, then 429 "
-          "'Slowdown'; -1: none");
+          "LibreTranslate's --req-limit: requests a minute per client on /translate, /detect and "
+          "/translate_file, counted once the token was checked, then 429 'Slowdown'; -1: none. "
+          "A client is its --auth_token_file name when tokens are required, else its address");
 ABSL_FLAG(int64_t, max_file_mb, 20,
           "LibreTranslate's POST /translate_file: the largest file accepted, in MiB (a 413 past "
           "it) and gRPC's TranslateDocument (whose message is also within --max_message_bytes); "
@@ -210,6 +224,7 @@ ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(30),
 namespace {
 
 using glossa::server::BuildInfo;
+using glossa::server::ClientTokens;
 using glossa::server::DefaultCacheBytes;
 using glossa::server::FileApi;
 using glossa::server::FileApiOptions;
@@ -538,20 +553,23 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetrics(const ModelRegistry*
   return server;
 }
 
-// --auth_token_file: every translation then needs the token, over gRPC and HTTP alike.
-absl::Status RequireTokenFromFlags(TranslatorService& service) {
+// --auth_token_file: every translation then needs a client's token, over gRPC and HTTP alike.
+// No flag: no clients. A file without a token is an error (an empty set would switch
+// authentication off, silently); errors name a line, never what it holds.
+absl::StatusOr<ClientTokens> ClientTokensFromFlags() {
   const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
-  if (token_file.empty()) return absl::OkStatus();
-  GLOSSA_ASSIGN_OR_RETURN(std::string token, ReadFile("auth_token_file", token_file));
-  const absl::string_view stripped = absl::StripAsciiWhitespace(token);
-  // An empty token would switch authentication off, silently.
-  if (stripped.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--auth_token_file ", token_file, " holds no token (only whitespace); write one into it "
-        "(openssl rand -hex 32 > FILE), or leave the flag out to serve without a token"));
+  if (token_file.empty()) return ClientTokens();
+  GLOSSA_ASSIGN_OR_RETURN(std::string text, ReadFile("auth_token_file", token_file));
+  absl::StatusOr<ClientTokens> clients = ClientTokens::Parse(text);
+  if (!clients.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--auth_token_file ", token_file, ": ",
+                                                   clients.status().message()));
   }
-  service.RequireToken(std::string(stripped));
-  return absl::OkStatus();
+  std::vector<std::string> names = clients->names();
+  names.erase(names.begin());  // the anonymous client
+  std::printf("glossa-server: requests need a client's token (--auth_token_file): %s\n",
+              absl::StrJoin(names, ", ").c_str());
+  return clients;
 }
 
 // --glossary_dir: the stored glossaries, loaded (an empty flag: a store in memory).
@@ -683,14 +701,38 @@ absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossarySt
   return front;
 }
 
+// gRPC's resource quota (--grpc_memory_mb, --grpc_max_threads).
+struct GrpcQuota {
+  size_t bytes = 0;
+  int threads = 0;
+};
+
+absl::StatusOr<GrpcQuota> GrpcQuotaFromFlags() {
+  const int64_t mb = absl::GetFlag(FLAGS_grpc_memory_mb);
+  const int threads = absl::GetFlag(FLAGS_grpc_max_threads);
+  if (mb < 1 || mb > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError("--grpc_memory_mb must be between 1 and 2^30");
+  }
+  if (threads < 1) return absl::InvalidArgumentError("--grpc_max_threads must be 1 or more");
+  const GrpcQuota quota{static_cast<size_t>(mb) << 20, threads};
+  if (quota.bytes < static_cast<size_t>(absl::GetFlag(FLAGS_max_message_bytes))) {
+    std::fprintf(stderr, "glossa-server: warning: --grpc_memory_mb is less than "
+                         "--max_message_bytes: gRPC refuses messages near that size "
+                         "(RESOURCE_EXHAUSTED)\n");
+  }
+  return quota;
+}
+
 // gRPC: our services (Translator, GlossaryService), health, reflection, and an answer for
-// unknown methods.
+// unknown methods, within `limits`.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(
     const std::vector<grpc::Service*>& services,
     std::shared_ptr<grpc::ServerCredentials> credentials, UnknownMethodService* unknown_methods,
-    int* port) {
+    const GrpcQuota& limits, int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ResourceQuota quota("glossa-server");
+  quota.Resize(limits.bytes).SetMaxThreads(limits.threads);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), credentials, port);
   // gRPC shares a port with another process (SO_REUSEPORT) by default on Linux: a second server
@@ -700,6 +742,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              std::max(1, absl::GetFlag(FLAGS_max_streams_per_connection)));
   builder.SetMaxReceiveMessageSize(static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes)));
+  builder.SetResourceQuota(quota);
   for (grpc::Service* service : services) builder.RegisterService(service);
   builder.RegisterCallbackGenericService(unknown_methods);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -813,12 +856,18 @@ int main(int argc, char** argv) {
   if (!defaults.ok()) return Fail(defaults.status());
   auto specs = ModelSpecs(*defaults, argv[0]);
   if (!specs.ok()) return Fail(specs.status());
+  auto clients = ClientTokensFromFlags();
+  if (!clients.ok()) return Fail(clients.status());
+  auto quota = GrpcQuotaFromFlags();
+  if (!quota.ok()) return Fail(quota.status());
   if (UnloadsModels(*specs)) glossa::ReturnFreedMemory();
   auto registry = LoadModels(*specs);
   if (!registry.ok()) return Fail(registry.status());
 
-  RequestMetrics request_metrics(ModelNames(**registry));
+  RequestMetrics request_metrics(ModelNames(**registry), clients->names());
+  request_metrics.SetLogRequests(absl::GetFlag(FLAGS_log_requests));
   TranslatorService service(registry->get(), LimitsFromFlags(), &request_metrics);
+  service.RequireTokens(*std::move(clients));
   std::unique_ptr<ResultCache> cache = CacheFromFlags();
   service.SetCache(cache.get());
   const DocumentTranslator translator(&service, DocumentOptionsFromFlags());
@@ -828,7 +877,6 @@ int main(int argc, char** argv) {
   if (!metrics.ok()) return Fail(metrics.status());
   auto credentials = ServerCredentials();
   if (!credentials.ok()) return Fail(credentials.status());
-  if (absl::Status token = RequireTokenFromFlags(service); !token.ok()) return Fail(token);
   auto glossaries = OpenGlossaries(service);
   if (!glossaries.ok()) return Fail(glossaries.status());
   service.SetPivotLanguage(absl::GetFlag(FLAGS_pivot_language));
@@ -839,7 +887,8 @@ int main(int argc, char** argv) {
   GlossaryServiceImpl glossary_service(glossaries->get(), &service);
   UnknownMethodService unknown_methods;
   int port = 0;
-  auto server = StartGrpc({&service, &glossary_service}, *credentials, &unknown_methods, &port);
+  auto server =
+      StartGrpc({&service, &glossary_service}, *credentials, &unknown_methods, *quota, &port);
   if (!server.ok()) return Fail(server.status());
 
   grpc::HealthCheckServiceInterface* health = (*server)->GetHealthCheckService();

@@ -3,6 +3,7 @@
 //                [--concurrency N] [--resume] [--shard K/N]
 //   glossa-batch --merge OUT SHARD_OUTPUT...
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/batch/batch_job.h"
 #include "server/batch/client/client.h"
@@ -128,10 +130,11 @@ constexpr char kUsage[] =
     "    on another server when there are several). When the retries run out the job stops,\n"
     "    the output holds every line before the failed request, and the exit code is 3:\n"
     "    rerun with --resume to continue. SIGINT and SIGTERM stop the job the same way.\n"
-    "Exit codes: 0 every segment translated; 1 the output is complete but some segments\n"
-    "failed (see stderr or the journal); 2 usage or input error (bad flags, unreadable input,\n"
-    "unknown model, options the server refuses, a journal of another job); 3 stopped before\n"
-    "the end (servers unreachable, SIGINT/SIGTERM, disk error): rerun with --resume.";
+    "Exit codes: 0 every segment translated (and --help); 1 the output is complete but some\n"
+    "segments failed (see stderr or the journal); 2 usage or input error (an unknown flag, a\n"
+    "flag value that does not parse, unreadable input, unknown model, options the server\n"
+    "refuses, a journal of another job); 3 stopped before the end (servers unreachable,\n"
+    "SIGINT/SIGTERM, disk error): rerun with --resume.";
 
 std::string Validate(const glossa::batch::JobOptions& o) {
   if (o.input.empty() || o.output.empty()) return "--input and --output are required";
@@ -201,6 +204,40 @@ glossa::batch::JobOptions JobFromFlags(std::string* error) {
   if (absl::GetFlag(FLAGS_split_sentences)) o.settings["split_sentences"] = true;
   *error = Validate(o);
   return o;
+}
+
+// Abseil's parser ends the process with exit code 1 on a bad command line (an unknown flag, a
+// value that does not parse), and after --help: 1 is the code of a job complete with failed
+// segments, which a Kubernetes Job counts as done. While it parses, an exit is made a usage
+// error's (2), or 0 when the command line asks for help or the version.
+int g_parse_exit_code = -1;  // >= 0 while the command line is parsed
+
+void ExitCodeOfParse() {
+  if (g_parse_exit_code < 0) return;
+  std::fflush(nullptr);
+  std::_Exit(g_parse_exit_code);
+}
+
+bool AsksForHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "-")) continue;
+    absl::ConsumePrefix(&arg, "-");
+    arg = arg.substr(0, arg.find('='));
+    if (absl::StartsWith(arg, "help") || arg == "version" || arg == "only_check_args") {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<char*> ParseFlags(int argc, char** argv) {
+  g_parse_exit_code = AsksForHelp(argc, argv) ? glossa::batch::kExitOk : kExitUsage;
+  std::atexit(ExitCodeOfParse);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  g_parse_exit_code = -1;
+  return args;
 }
 
 // FNV-1a, 64 bits: a digest of the glossary for the journal (not a secret: only a change has to
@@ -286,7 +323,7 @@ int RunFolder(glossa::batch::TranslatorClient& client) {
 
 int main(int argc, char** argv) {
   glossa::SetUsage(kUsage);
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> args = ParseFlags(argc, argv);
   if (const std::string out = absl::GetFlag(FLAGS_merge); !out.empty()) {
     return glossa::batch::MergeShards(out, std::vector<std::string>(args.begin() + 1, args.end()));
   }

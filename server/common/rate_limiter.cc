@@ -2,11 +2,11 @@
 
 namespace glossa::server {
 
-bool RateLimiter::Allow(const std::string& key, absl::Time now) {
+bool RateLimiter::Allow(absl::string_view key, absl::Time now) {
   if (per_minute_ <= 0) return true;
   absl::MutexLock lock(&mu_);
   if (now - last_prune_ > absl::Seconds(10) || windows_.size() >= max_keys_) Prune(now);
-  std::deque<absl::Time>& window = windows_[key];
+  std::deque<absl::Time>& window = windows_[std::string(key.substr(0, kMaxKeyBytes))];
   while (!window.empty() && now - window.front() >= absl::Minutes(1)) window.pop_front();
   if (static_cast<int>(window.size()) >= per_minute_) return false;
   window.push_back(now);

@@ -1,7 +1,7 @@
 // Requests per client per minute, as LibreTranslate's --req-limit: a sliding window of the last
-// 60 seconds per key (the client's address). Memory is bounded: keys whose
-// window is empty are dropped, and with max_keys clients in one minute a tenth of the keys are
-// forgotten (those clients start a new window).
+// 60 seconds per key (the client's name or address). Memory is bounded: a key counts by its
+// first kMaxKeyBytes bytes, keys whose window is empty are dropped, and with max_keys clients in
+// one minute a tenth of the keys are forgotten (those clients start a new window).
 #ifndef GLOSSA_SERVER_COMMON_RATE_LIMITER_H_
 #define GLOSSA_SERVER_COMMON_RATE_LIMITER_H_
 
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -23,8 +24,9 @@ class RateLimiter {
 
   // True, and the request counted, when `key` has made fewer than per_minute requests in the
   // minute before `now`; false (not counted) otherwise.
-  bool Allow(const std::string& key, absl::Time now);
+  bool Allow(absl::string_view key, absl::Time now);
   int per_minute() const { return per_minute_; }
+  static constexpr size_t kMaxKeyBytes = 128;
 
  private:
   void Prune(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -143,8 +143,9 @@ HttpResponse FileApi::TranslateFile(const HttpRequest& http) {
     FileRequest r = Fields(parts);
     const std::string api_key =
         r.api_key.empty() ? std::string(BearerToken(http.authorization)) : r.api_key;
-    if (!service_->CheckToken(api_key).ok()) return absl::UnauthenticatedError("Invalid API key");
-    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, *limits_));
+    const absl::StatusOr<int> client = service_->Identify(api_key, &record);
+    if (!client.ok()) return absl::UnauthenticatedError("Invalid API key");
+    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(*service_, http, *client, *limits_));
     if (r.file == nullptr) return Invalid("missing file parameter");
     if (r.source.empty()) return Invalid("missing source parameter");
     if (r.target.empty()) return Invalid("missing target parameter");

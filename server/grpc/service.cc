@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -52,14 +53,6 @@ void CancelUnlessExpired(Cancellable* job, const grpc::CallbackServerContext* co
   const auto now = std::chrono::system_clock::now();
   if (context->deadline() <= now + kDeadlineMargin) return;
   job->Cancel();
-}
-
-// Compared in constant time (for the secret's length), so that timing does not reveal a prefix.
-bool SameSecret(absl::string_view presented, absl::string_view secret) {
-  if (presented.size() != secret.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < secret.size(); ++i) diff |= presented[i] ^ secret[i];
-  return diff == 0;
 }
 
 // Unary Translate: answers once, when the engine finishes the job.
@@ -358,27 +351,37 @@ TranslatorService::TranslatorService(const ModelRegistry* registry, RequestLimit
                                      RequestMetrics* metrics)
     : registry_(registry), limits_(limits), metrics_(metrics) {}
 
-absl::Status TranslatorService::Authenticate(const grpc::CallbackServerContext& context) const {
-  if (token_.empty()) return absl::OkStatus();
+absl::Status TranslatorService::Authenticate(const grpc::CallbackServerContext& context,
+                                             RpcRecord* record) const {
+  if (clients_.empty()) return absl::OkStatus();
+  constexpr absl::string_view kBearer = "Bearer ";
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
-  if (it != metadata.end() &&
-      SameSecret(absl::string_view(it->second.data(), it->second.size()), "Bearer " + token_)) {
+  const absl::string_view value =
+      it == metadata.end() ? "" : absl::string_view(it->second.data(), it->second.size());
+  if (absl::StartsWith(value, kBearer) && Identify(value.substr(kBearer.size()), record).ok()) {
     return absl::OkStatus();
   }
   return absl::UnauthenticatedError(
       "this server requires a bearer token: send the metadata 'authorization: Bearer <token>'");
 }
 
-absl::Status TranslatorService::CheckToken(absl::string_view token) const {
-  if (token_.empty() || SameSecret(token, token_)) return absl::OkStatus();
-  return absl::UnauthenticatedError("this server requires an API key (the server's bearer token)");
+absl::StatusOr<int> TranslatorService::Identify(absl::string_view token,
+                                                RpcRecord* record) const {
+  if (clients_.empty()) return 0;
+  const int client = clients_.Find(token);
+  if (client == 0) {
+    return absl::UnauthenticatedError(
+        "this server requires an API key (a client's bearer token)");
+  }
+  if (record != nullptr) record->SetClient(client);
+  return client;
 }
 
 absl::StatusOr<v1::TranslateRequest> TranslatorService::Parse(
     const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer,
     RpcRecord* record) const {
-  if (absl::Status auth = Authenticate(context); !auth.ok()) return auth;
+  if (absl::Status auth = Authenticate(context, record); !auth.ok()) return auth;
   if (!buffer.Valid()) {
     // No request message at all (a valid empty request is an empty but valid buffer): the
     // client cancelled, or its deadline passed, before the message arrived. Found by the soak
@@ -461,8 +464,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TranslatorService::TranslateStream(
 }
 
 absl::StatusOr<v1::ListModelsResponse> TranslatorService::ListModels(
-    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer) const {
-  if (absl::Status auth = Authenticate(context); !auth.ok()) return auth;
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer,
+    RpcRecord* record) const {
+  if (absl::Status auth = Authenticate(context, record); !auth.ok()) return auth;
   if (!buffer.Valid()) return absl::CancelledError("the call ended before its request arrived");
   grpc::Slice slice;
   v1::ListModelsRequest request;
@@ -528,7 +532,7 @@ grpc::ServerUnaryReactor* TranslatorService::ListModels(grpc::CallbackServerCont
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
   RpcRecord record(metrics_, Method::kListModels);
-  absl::StatusOr<v1::ListModelsResponse> models = ListModels(*context, *request);
+  absl::StatusOr<v1::ListModelsResponse> models = ListModels(*context, *request, &record);
   const grpc::Status status = models.ok() ? grpc::Status::OK : ToGrpcStatus(models.status());
   if (models.ok()) *response = Serialize(*models);
   record.Finish(status);
@@ -538,9 +542,10 @@ grpc::ServerUnaryReactor* TranslatorService::ListModels(grpc::CallbackServerCont
 }
 
 absl::StatusOr<v1::TranslateDocumentRequest> TranslatorService::ParseDocument(
-    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer) const {
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer,
+    RpcRecord* record) const {
   if (draining_.load()) return absl::UnavailableError("the server is shutting down");
-  if (absl::Status auth = Authenticate(context); !auth.ok()) return auth;
+  if (absl::Status auth = Authenticate(context, record); !auth.ok()) return auth;
   if (!buffer.Valid()) return absl::CancelledError("the call ended before its request arrived");
   grpc::Slice slice;
   v1::TranslateDocumentRequest request;
@@ -596,7 +601,8 @@ grpc::ServerUnaryReactor* TranslatorService::TranslateDocument(
   auto record = std::make_shared<RpcRecord>(metrics_, Method::kTranslateDocument);
   auto* reactor = new DocumentReactor();
   const std::shared_ptr<DocumentCancel> cancel = reactor->cancel();
-  absl::StatusOr<v1::TranslateDocumentRequest> parsed = ParseDocument(*context, *request);
+  absl::StatusOr<v1::TranslateDocumentRequest> parsed =
+      ParseDocument(*context, *request, record.get());
   absl::StatusOr<std::function<void()>> started = absl::UnknownError("not started");
   if (!parsed.ok()) {
     started = parsed.status();

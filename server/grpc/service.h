@@ -11,6 +11,7 @@
 #include <grpcpp/generic/async_generic_service.h>
 
 #include "glossa/v1/translator.grpc.pb.h"
+#include "server/common/client_tokens.h"
 #include "server/glossaries/glossary_store.h"
 #include "server/metrics/metrics.h"
 #include "server/models/model_registry.h"
@@ -61,14 +62,22 @@ class TranslatorService final : public TranslatorBase {
 
   // From now on new requests get UNAVAILABLE; in-flight ones continue.
   void StartDraining() { draining_.store(true); }
-  // Requires "authorization: Bearer <token>" metadata on Translate, TranslateStream and
-  // ListModels (health and reflection stay open for probes). Empty: no check.
-  void RequireToken(std::string token) { token_ = std::move(token); }
-  bool RequiresToken() const { return !token_.empty(); }
-  // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
-  absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
-  // The same check for other transports (HTTP): `token` is what the client presented.
-  absl::Status CheckToken(absl::string_view token) const;
+  // Requires a client's token, as "authorization: Bearer <token>" metadata, on Translate,
+  // TranslateStream, TranslateDocument and ListModels (health and reflection stay open for
+  // probes). No clients: no check.
+  void RequireTokens(ClientTokens clients) { clients_ = std::move(clients); }
+  bool RequiresToken() const { return !clients_.empty(); }
+  const ClientTokens& clients() const { return clients_; }
+  // OK, or UNAUTHENTICATED when a token is required and the call presents no client's. Tells
+  // `record` (if not null) the client.
+  absl::Status Authenticate(const grpc::CallbackServerContext& context,
+                            RpcRecord* record = nullptr) const;
+  // The same check for other transports (HTTP): `token` is what the client presented. The
+  // client's id (ClientTokens::Find; 0 when no token is required), told to `record` too.
+  absl::StatusOr<int> Identify(absl::string_view token, RpcRecord* record = nullptr) const;
+  absl::Status CheckToken(absl::string_view token, RpcRecord* record = nullptr) const {
+    return Identify(token, record).status();
+  }
 
   // Authentication and parsing of a gRPC TranslateRequest (UNAVAILABLE while draining comes
   // before a parse failure); tells `record` the model the request names.
@@ -118,15 +127,17 @@ class TranslatorService final : public TranslatorBase {
   ResultCache* cache_ = nullptr;
   const GlossaryStore* glossaries_ = nullptr;
   absl::StatusOr<v1::ListModelsResponse> ListModels(const grpc::CallbackServerContext& context,
-                                                     const grpc::ByteBuffer& request) const;
+                                                     const grpc::ByteBuffer& request,
+                                                     RpcRecord* record) const;
   void AddPivotPairs(v1::ListModelsResponse* response) const;
 
   absl::StatusOr<v1::TranslateDocumentRequest> ParseDocument(
-      const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer) const;
+      const grpc::CallbackServerContext& context, const grpc::ByteBuffer& buffer,
+      RpcRecord* record) const;
   DocumentHandler document_handler_;
 
   std::atomic<bool> draining_{false};
-  std::string token_;
+  ClientTokens clients_;
   std::string pivot_language_ = "en";
 };
 

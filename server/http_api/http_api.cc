@@ -36,9 +36,9 @@ HttpResponse Health() { return JsonOk(R"({"status":"ok"})"); }
 
 // LibreTranslate's GET /frontend/settings: what its web page and clients read before they
 // translate. charLimit is --char_limit (-1, as LibreTranslate says none; the token limit still
-// applies); one token rather than a key database, no suggestions; files when the file API is
-// set, in the formats it reads. The default pair is the first model's (by name) with both
-// languages, named as /languages names them.
+// applies); the --auth_token_file clients' tokens rather than a key database, no suggestions;
+// files when the file API is set, in the formats it reads. The default pair is the first model's
+// (by name) with both languages, named as /languages names them.
 HttpResponse FrontendSettings(const TranslatorService& service, int char_limit,
                               const std::vector<std::string>& file_formats) {
   const bool key_required = !service.CheckToken("").ok();
@@ -175,7 +175,8 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
 HttpResponse HttpApi::V1Translate(const HttpRequest& http) const {
   RpcRecord record(service_->metrics(), Method::kHttpV1Translate);
   absl::StatusOr<std::string> json = [&]() -> absl::StatusOr<std::string> {
-    if (absl::Status auth = service_->CheckToken(BearerToken(http.authorization)); !auth.ok()) {
+    if (absl::Status auth = service_->CheckToken(BearerToken(http.authorization), &record);
+        !auth.ok()) {
       return absl::UnauthenticatedError(
           "this server requires a bearer token: send the header 'Authorization: Bearer <token>'");
     }
@@ -197,7 +198,8 @@ HttpResponse HttpApi::V1Translate(const HttpRequest& http) const {
 HttpResponse HttpApi::V1Models(const HttpRequest& http) const {
   RpcRecord record(service_->metrics(), Method::kHttpV1Models);
   absl::StatusOr<std::string> json = [&]() -> absl::StatusOr<std::string> {
-    if (absl::Status auth = service_->CheckToken(BearerToken(http.authorization)); !auth.ok()) {
+    if (absl::Status auth = service_->CheckToken(BearerToken(http.authorization), &record);
+        !auth.ok()) {
       return absl::UnauthenticatedError(
           "this server requires a bearer token: send the header 'Authorization: Bearer <token>'");
     }

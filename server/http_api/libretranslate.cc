@@ -29,9 +29,13 @@ std::string Dump(const json& value) {
 
 }  // namespace
 
-absl::Status CheckLibreRate(const HttpRequest& http, const LibreLimits& limits) {
+absl::Status CheckLibreRate(const TranslatorService& service, const HttpRequest& http, int client,
+                            const LibreLimits& limits) {
   if (limits.requests == nullptr) return absl::OkStatus();
-  if (limits.requests->Allow(http.remote_address, absl::Now())) return absl::OkStatus();
+  const std::string key = client > 0
+                              ? absl::StrCat("client ", service.clients().name(client))
+                              : absl::StrCat("address ", http.remote_address);
+  if (limits.requests->Allow(key, absl::Now())) return absl::OkStatus();
   return absl::ResourceExhaustedError(
       absl::StrCat("Slowdown: ", limits.requests->per_minute(), " per 1 minute"));
 }
@@ -317,8 +321,9 @@ HttpResponse LibreTranslate(const TranslatorService& service, const HttpRequest&
     if (!request.ok()) return request.status();
     const std::string api_key =
         request->api_key.empty() ? std::string(BearerToken(http.authorization)) : request->api_key;
-    if (!service.CheckToken(api_key).ok()) return absl::UnauthenticatedError("Invalid API key");
-    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, limits));
+    const absl::StatusOr<int> client = service.Identify(api_key, &record);
+    if (!client.ok()) return absl::UnauthenticatedError("Invalid API key");
+    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(service, http, *client, limits));
     return Translate(service, *request, api_key, timeout, limits, &record);
   }();
   record.Finish(ToGrpcStatus(body.status()));
@@ -352,8 +357,9 @@ HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& ht
     if (!request.ok()) return request.status();
     const std::string api_key =
         request->api_key.empty() ? std::string(BearerToken(http.authorization)) : request->api_key;
-    if (!service.CheckToken(api_key).ok()) return absl::UnauthenticatedError("Invalid API key");
-    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(http, limits));
+    const absl::StatusOr<int> client = service.Identify(api_key, &record);
+    if (!client.ok()) return absl::UnauthenticatedError("Invalid API key");
+    GLOSSA_RETURN_IF_ERROR(CheckLibreRate(service, http, *client, limits));
     if (request->q.empty()) return Invalid("missing q parameter");
     auto detections = Detect(service.registry(), request->q);
     if (!detections.ok()) return detections.status();

@@ -28,7 +28,8 @@ namespace glossa::server {
 
 // LibreTranslate's limits (--char_limit, --batch_limit, --req_limit): a 400 for a q item of more
 // characters or a q array of more items, a 429 {"error": "Slowdown: N per 1 minute"} past the
-// requests a client (its address) may make a minute on /translate, /detect and /translate_file.
+// requests a client (its token's name, or its address when the server requires no token) may
+// make a minute on /translate, /detect and /translate_file.
 struct LibreLimits {
   int char_limit = -1;               // characters (code points) per q item; -1: none
   int batch_limit = -1;              // items in a q array; -1: none
@@ -43,11 +44,14 @@ std::string LanguageName(const std::string& code);
 HttpResponse LibreDetect(const TranslatorService& service, const HttpRequest& request,
                          const LibreLimits& limits = {});
 
-// The client's next request against --req_limit (limits.requests), once its token was checked:
-// keyed by its address (an API key is the server's token or nothing, so keying by it would give
-// every client with the token one bucket, and one bucket to each made-up key).
-// RESOURCE_EXHAUSTED "Slowdown: N per 1 minute" past it.
-absl::Status CheckLibreRate(const HttpRequest& http, const LibreLimits& limits);
+// The client's next request against --req_limit (limits.requests), once its token was checked
+// (`client`: its id, TranslatorService::Identify): keyed by the client's name when the server
+// requires tokens, so that each --auth_token_file client has a bucket of its own wherever it
+// connects from, and by its address when it requires none. Never by the key a request presents:
+// one made up would get a bucket of its own. RESOURCE_EXHAUSTED "Slowdown: N per 1 minute" past
+// it.
+absl::Status CheckLibreRate(const TranslatorService& service, const HttpRequest& http, int client,
+                            const LibreLimits& limits);
 // INVALID_ARGUMENT with LibreTranslate's wording when the server cannot translate the pair.
 absl::Status CheckLibrePair(const TranslatorService& service, const std::string& source,
                             const std::string& target);

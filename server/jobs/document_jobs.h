@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/common/memory_budget.h"
+#include "server/jobs/memory_budget.h"
 #include "server/jobs/document_translator.h"
 
 namespace glossa::server {

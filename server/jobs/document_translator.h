@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/common/memory_budget.h"
+#include "server/jobs/memory_budget.h"
 #include "server/documents/document.h"
 #include "server/grpc/service.h"
 

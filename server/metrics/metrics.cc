@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace glossa::server {
 namespace {
@@ -153,12 +155,16 @@ bool IsGrpc(Method method) { return static_cast<int>(method) <= 2; }
 
 const char* StatusCodeName(grpc::StatusCode code) { return kStatusCodeNames[CodeIndex(code)]; }
 
-RequestMetrics::Series::Series()
-    : duration_seconds(AtomicHistogram::SecondsBounds()),
+RequestMetrics::Series::Series(int clients)
+    : requests(static_cast<size_t>(std::max(1, clients))),
+      duration_seconds(AtomicHistogram::SecondsBounds()),
       input_tokens(AtomicHistogram::CountBounds(kMaxRequestTokens)),
       output_tokens(AtomicHistogram::CountBounds(kMaxRequestTokens)) {}
 
-RequestMetrics::RequestMetrics(const std::vector<std::string>& model_names) {
+RequestMetrics::RequestMetrics(const std::vector<std::string>& model_names,
+                               std::vector<std::string> client_names)
+    : clients_(std::move(client_names)) {
+  if (clients_.empty()) clients_.push_back("anonymous");
   absl::MutexLock lock(&add_mu_);
   AddLabelLocked("");
   for (const std::string& name : model_names) AddLabelLocked(name);
@@ -172,7 +178,10 @@ int RequestMetrics::AddLabelLocked(const std::string& name) {
   }
   if (n > kMaxModelLabels) return 0;
   labels_[n] = name;
-  for (int m = 0; m < kNumMethods; ++m) series_[n * kNumMethods + m] = std::make_unique<Series>();
+  const int clients = static_cast<int>(clients_.size());
+  for (int m = 0; m < kNumMethods; ++m) {
+    series_[n * kNumMethods + m] = std::make_unique<Series>(clients);
+  }
   num_labels_.store(n + 1, std::memory_order_release);
   return n;
 }
@@ -219,12 +228,24 @@ void RpcRecord::SetResult(const Result& result) {
   result_ = result;
 }
 
+void RpcRecord::LogRequest(int client, grpc::StatusCode code, double seconds) const {
+  const std::string& model = metrics_->model_label(model_label_);
+  // Every field is the server's own: a method, a configured model or client name, a code.
+  const std::string line = absl::StrCat(
+      "glossa-server: request method=", MethodName(method_), " model=",
+      model.empty() ? "-" : model, " client=", metrics_->client_labels()[client],
+      " code=", StatusCodeName(code), " ms=", absl::StrFormat("%.1f", seconds * 1000), "\n");
+  std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines do not interleave
+}
+
 void RpcRecord::Finish(const grpc::Status& status) {
   if (metrics_ == nullptr || finished_.exchange(true)) return;
   RequestMetrics::Series& s = metrics_->series(model_label_, method_);
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
-  s.requests[CodeIndex(status.error_code())].fetch_add(1, std::memory_order_relaxed);
+  const int client = client_ > 0 && client_ < static_cast<int>(s.requests.size()) ? client_ : 0;
+  s.requests[client][CodeIndex(status.error_code())].fetch_add(1, std::memory_order_relaxed);
   s.duration_seconds.Observe(elapsed.count());
+  if (metrics_->log_requests()) LogRequest(client, status.error_code(), elapsed.count());
   if (status.ok() && has_result_) {
     s.input_tokens.Observe(static_cast<double>(result_.input_tokens));
     s.output_tokens.Observe(static_cast<double>(result_.output_tokens));
@@ -390,10 +411,37 @@ void MetricsCollector::CollectDocuments(std::vector<MetricFamily>* out) const {
   }
 }
 
+namespace {
+
+// glossa_requests_total's samples of one {model, method} series: one per client and code that
+// has requests. `expected`: the OK sample that dashboards expect from the start exists at 0, for
+// each named client when tokens are required, else for the anonymous one. False: none added.
+bool AddRequestCounts(MetricFamily* f, const std::vector<ClientMetric::Label>& labels,
+                      const RequestMetrics::Series& s, const std::vector<std::string>& clients,
+                      bool expected) {
+  const size_t first_expected = clients.size() > 1 ? 1 : 0;
+  bool any = false;
+  for (size_t client = 0; client < s.requests.size() && client < clients.size(); ++client) {
+    for (int code = 0; code < kNumStatusCodes; ++code) {
+      const uint64_t n = s.requests[client][code].load(std::memory_order_relaxed);
+      if (n == 0 && !(expected && code == 0 && client >= first_expected)) continue;
+      any = true;
+      std::vector<ClientMetric::Label> with = {{"client", clients[client]},
+                                               {"code", kStatusCodeNames[code]}};
+      with.insert(with.end(), labels.begin(), labels.end());
+      AddValue(f, std::move(with), static_cast<double>(n));
+    }
+  }
+  return any;
+}
+
+}  // namespace
+
 void MetricsCollector::CollectRequests(std::vector<MetricFamily>* out) const {
   auto requests = Family("glossa_requests_total",
-                         "RPCs finished, by model, method and gRPC status code. model is \"\" "
-                         "when the request names no loaded model, and for ListModels.",
+                         "RPCs finished, by client, model, method and gRPC status code. model is "
+                         "\"\" when the request names no loaded model, and for ListModels; "
+                         "client is an --auth_token_file client's name, or \"anonymous\".",
                          MetricType::Counter);
   auto duration =
       Family("glossa_request_duration_seconds",
@@ -433,16 +481,7 @@ void MetricsCollector::CollectRequests(std::vector<MetricFamily>* out) const {
       const RequestMetrics::Series& s = requests_->series(model, method);
       const std::vector<ClientMetric::Label> labels = {{"method", MethodName(method)},
                                                        {"model", models[model]}};
-      bool any = false;
-      for (int code = 0; code < kNumStatusCodes; ++code) {
-        const uint64_t n = s.requests[code].load(std::memory_order_relaxed);
-        if (n == 0 && !(expected && code == 0)) continue;
-        any = true;
-        auto with_code = labels;
-        with_code.insert(with_code.begin(), {"code", kStatusCodeNames[code]});
-        AddValue(&requests, std::move(with_code), static_cast<double>(n));
-      }
-      if (!any) continue;
+      if (!AddRequestCounts(&requests, labels, s, requests_->client_labels(), expected)) continue;
       AddHistogram(&duration, labels, s.duration_seconds);
       if (translation && model > 0) {
         AddHistogram(&input, labels, s.input_tokens);

@@ -4,7 +4,7 @@
 //  - each engine's own lock-free metrics (runtime/engine/metrics.h) and gauges
 //    (Engine::stats()), labelled with `model`;
 //  - request metrics that the service records here (RequestMetrics, through one RpcRecord per
-//    RPC), labelled with `model`, `method` and `code`.
+//    RPC), labelled with `model`, `method` and `code`, and the request count also with `client`.
 // Recording is a few relaxed atomic adds: every {model, method} series is allocated up front, so
 // nothing is looked up or locked. That matters because an RPC often ends on an engine worker
 // thread (inside the job's on_done), i.e. in the decode loop. prometheus-cpp's own Counter and
@@ -14,7 +14,8 @@
 // The `model` label is the name of a loaded model, or "" when a request names none that is
 // loaded (NOT_FOUND, an empty name with several models, an unparsable request) and for
 // ListModels. Unknown names are not used as labels: clients could otherwise create series
-// without bound.
+// without bound. The `client` label is the name of an --auth_token_file client, or "anonymous"
+// for a request that presented no client's token: only the configured names, never a token.
 #ifndef GLOSSA_SERVER_METRICS_METRICS_H_
 #define GLOSSA_SERVER_METRICS_METRICS_H_
 
@@ -76,9 +77,10 @@ const char* StatusCodeName(grpc::StatusCode code);
 // Per-RPC counters and histograms for every {model label, method}, recorded without locks.
 class RequestMetrics {
  public:
+  using Codes = std::array<std::atomic<uint64_t>, kNumStatusCodes>;  // by status code
   struct Series {
-    Series();
-    std::array<std::atomic<uint64_t>, kNumStatusCodes> requests{};  // by status code
+    explicit Series(int clients);
+    std::vector<Codes> requests;      // by client id, then status code
     AtomicHistogram duration_seconds;                               // every finished RPC
     AtomicHistogram input_tokens;   // successful translations: source tokens, EOS included
     AtomicHistogram output_tokens;  // successful translations: best hypotheses, EOS excluded
@@ -87,8 +89,11 @@ class RequestMetrics {
     std::atomic<uint64_t> pivoted{0};  // successful translations through a pivot language
   };
 
-  // model_names: the loaded models; label 0 is "" (see the file comment).
-  explicit RequestMetrics(const std::vector<std::string>& model_names);
+  // model_names: the loaded models; label 0 is "" (see the file comment). client_names: the
+  // `client` labels by client id, [0] the anonymous client's (ClientTokens::names(); empty:
+  // "anonymous" only).
+  explicit RequestMetrics(const std::vector<std::string>& model_names,
+                          std::vector<std::string> client_names = {});
 
   // The models served now, when they change (--model_config): names not seen before get their
   // series (labels are never taken away: counters do not go back), and an empty model name
@@ -101,8 +106,16 @@ class RequestMetrics {
   int ModelLabel(absl::string_view requested) const;
   // Every label so far, "" first (a copy: labels may be added meanwhile).
   std::vector<std::string> model_labels() const;
+  // One label, by index (< the number of labels so far).
+  const std::string& model_label(int index) const { return labels_[index]; }
   Series& series(int model_label, Method method);
   const Series& series(int model_label, Method method) const;
+  const std::vector<std::string>& client_labels() const { return clients_; }
+
+  // Writes one line per finished request to stderr (--log_requests): its method, model label,
+  // client, status code and duration; never a text or a token.
+  void SetLogRequests(bool log) { log_requests_ = log; }
+  bool log_requests() const { return log_requests_; }
 
  private:
   int AddLabelLocked(const std::string& name);
@@ -112,6 +125,8 @@ class RequestMetrics {
   std::atomic<int> num_labels_{0};
   std::atomic<int> only_label_{0};  // the label of an empty model name: the only model, or 0
   absl::Mutex add_mu_;             // serializes SetLoaded
+  std::vector<std::string> clients_;  // set once, by the constructor
+  bool log_requests_ = false;         // set before the first request
 };
 
 // One RPC's outcome. The reactor creates it when the call starts (the clock starts), tells it
@@ -121,6 +136,9 @@ class RpcRecord {
  public:
   RpcRecord(RequestMetrics* metrics, Method method);
   void SetModel(absl::string_view requested);
+  // The client the request authenticated as (its id, ClientTokens::Find); 0: anonymous.
+  void SetClient(int client) { client_ = client; }
+  int client() const { return client_; }
   // What a successful translation produced. Recorded by Finish(), and only if the status is OK.
   struct Result {
     int64_t input_tokens = 0;   // source tokens, end of sentence included
@@ -134,10 +152,13 @@ class RpcRecord {
   void Finish(const grpc::Status& status);
 
  private:
+  void LogRequest(int client, grpc::StatusCode code, double seconds) const;
+
   RequestMetrics* metrics_;
   Method method_;
   std::chrono::steady_clock::time_point start_;
   int model_label_ = 0;
+  int client_ = 0;
   bool has_result_ = false;
   bool pivoted_ = false;
   Result result_;

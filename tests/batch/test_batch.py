@@ -551,6 +551,19 @@ class UsageTest(BatchTestCase):
         self.assertIn("NOT_FOUND", err)
         self.assertFalse(os.path.exists(out))  # refused before any file was touched
 
+    def test_a_bad_command_line_exits_2_and_help_0(self):
+        # Exit 1 is a job complete with failed segments, which a Kubernetes Job counts as done:
+        # a command line Abseil's parser refuses must not look like one.
+        for flags in (["--no_such_flag"], ["--concurrency=many"], ["--concurrency"],
+                      ["--resume=perhaps"], ["--input_dir"]):
+            with self.subTest(flags=flags):
+                run = self.batch(*flags)
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertIn("ERROR", run.stderr)
+        for flags in (["--help"], ["--helpfull"], ["--version"]):
+            with self.subTest(flags=flags):
+                self.assertEqual(self.batch(*flags).returncode, 0)
+
     def test_languages_are_sent_and_journaled_and_a_wrong_one_stops_the_job(self):
         src = write(self.path("in.txt"), "".join(s + "\n" for s in SENTENCES).encode())
         out = self.path("out.txt")
@@ -586,6 +599,57 @@ class UsageTest(BatchTestCase):
         rc, err = self.run_batch(src, out, "--resume", "--max_output_tokens", "5")
         self.assertEqual(rc, 2, err)
         self.assertIn("belongs to another job", err)
+
+
+class FolderOutputTest(BatchTestCase):
+    """--input_dir: every translation is written under --output_dir, whatever the names and
+    links in either folder; a link out of --input_dir is neither read nor followed."""
+
+    def folder_run(self, src, out):
+        return subprocess.run([BATCH, "--server", servers[0].address, "--input_dir", src,
+                               "--output_dir", out, "--concurrency", "2", "--source_language", "es",
+                               "--target_language", "en"],
+                              capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+
+    def test_links_cannot_take_a_translation_out_of_the_output_folder(self):
+        src, out, outside = self.path("in"), self.path("out"), self.path("outside")
+        for folder in (src, os.path.join(src, "sub"), out, outside):
+            os.makedirs(folder)
+        write(os.path.join(src, "a.txt"), "Y dijo Dios.\n".encode())
+        write(os.path.join(src, "sub", "b.txt"), "Y vio Dios.\n".encode())
+        secret = write(os.path.join(outside, "secret.txt"), b"Hola, secreto.\n")
+        victim = write(os.path.join(outside, "victim.txt"), b"untouched\n")
+        # A link in the input to a file outside it (its resolved path would lead out of OUT);
+        # links planted in the output: a folder to elsewhere, a temporary name to a file.
+        os.symlink(secret, os.path.join(src, "leak.txt"))
+        os.symlink(outside, os.path.join(out, "sub"))
+        os.symlink(victim, os.path.join(out, "a.txt.part"))
+        run = self.folder_run(src, out)
+        self.assertEqual(run.returncode, 1, run.stderr)
+        self.assertIn("leak.txt: a symbolic link out of --input_dir: left alone", run.stderr)
+        self.assertIn("sub/b.txt: its translation would be written outside --output_dir",
+                      run.stderr)
+        self.assertIn("documents: 2, translated 1, resumed 0, failed 1; other files left "
+                      "alone: 1", run.stderr)
+        self.assertEqual(read(secret), b"Hola, secreto.\n")
+        self.assertEqual(read(victim), b"untouched\n")
+        self.assertEqual(sorted(os.listdir(outside)), ["secret.txt", "victim.txt"])
+        self.assertEqual(sorted(os.listdir(out)), [".glossa-batch-folder.journal", "a.txt", "sub"])
+        self.assertFalse(os.path.islink(os.path.join(out, "a.txt")))
+        self.assertTrue(read(os.path.join(out, "a.txt")).strip())
+        for top, _, names in os.walk(self.dir):
+            for name in names:  # nothing was written anywhere but OUT
+                self.assertFalse(name.endswith(".part"), os.path.join(top, name))
+
+    def test_a_link_inside_the_input_folder_is_translated_under_its_own_name(self):
+        src, out = self.path("in"), self.path("out")
+        os.makedirs(os.path.join(src, "docs"))
+        write(os.path.join(src, "docs", "a.txt"), "Y dijo Dios.\n".encode())
+        os.symlink(os.path.join("docs", "a.txt"), os.path.join(src, "alias.txt"))
+        run = self.folder_run(src, out)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(read(os.path.join(out, "alias.txt")),
+                         read(os.path.join(out, "docs", "a.txt")))
 
 
 class GlossaryTest(BatchTestCase):

@@ -413,7 +413,9 @@ class ExpositionTest(ServerTestCase):
         out_translate = sum(generated(best(t)) for r in ok.values() for t in r.translations)
         out_stream = generated(stream_ids)
 
-        # Requests: every series, exactly.
+        # Requests: every series, exactly; without --auth_token_file every client is "anonymous".
+        self.assertEqual({l["client"] for l, _ in m.series("glossa_requests_total")},
+                         {"anonymous"})
         got = {(l["model"], l["method"], l["code"]): v for l, v in m.series("glossa_requests_total")
                if v}
         self.assertEqual(got, {
@@ -525,7 +527,8 @@ class ExpositionTest(ServerTestCase):
         while True:
             m = s.scrape()
             got = {key: m.get(key[0], model=key[1]) if len(key) == 2 else
-                   m.get(key[0], model=key[1], method=key[2], code=key[3]) for key in want}
+                   m.get(key[0], client="anonymous", model=key[1], method=key[2], code=key[3])
+                   for key in want}
             if got == want or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
@@ -833,7 +836,7 @@ class ScrapeLatencyTest(ServerTestCase):
         latencies.sort()
         p50 = latencies[len(latencies) // 2]
         p99 = latencies[math.ceil(0.99 * len(latencies)) - 1]
-        ok_key = {"model": MODEL_NAME, "method": "Translate", "code": "OK"}
+        ok_key = {"client": "anonymous", "model": MODEL_NAME, "method": "Translate", "code": "OK"}
         done = (after.value("glossa_requests_total", **ok_key) -
                 before.value("glossa_requests_total", **ok_key))
         print(f"\nscrape latency under {LOAD_CLIENTS} concurrent clients: "

@@ -589,6 +589,87 @@ class LibreLimitsWithATokenTest(HttpTestCase):
         self.assertEqual((status, answer), (429, {"error": "Slowdown: 2 per 1 minute"}))
 
 
+class NamedClientsTest(HttpTestCase):
+    """An --auth_token_file of named clients: each token is its client's, whose name (never the
+    token) labels its requests in the metrics and the request log, and keys --req_limit."""
+
+    TOKENS = {"alice": "alice-s3cret-token", "bob": "bob-s3cret-token"}
+
+    @classmethod
+    def setUpClass(cls):
+        directory = tempfile.TemporaryDirectory()
+        cls.addClassCleanup(directory.cleanup)
+        path = os.path.join(directory.name, "clients")
+        with open(path, "w") as f:
+            f.write("# the clients of this server\n\nalice  alice-s3cret-token\n"
+                    "bob\tbob-s3cret-token\r\n")
+        cls.SERVER_FLAGS = ("--auth_token_file", path, "--req_limit", "2", "--log_requests")
+        super().setUpClass()
+
+    def translate(self, texts, **options):  # gRPC as alice
+        request = ts.pb.TranslateRequest(model=ts.MODEL_NAME, texts=texts,
+                                         options=ts.pb.DecodingOptions(**options))
+        return self.translator.Translate(
+            request, timeout=ts.RPC_TIMEOUT_S,
+            metadata=[("authorization", f"Bearer {self.TOKENS['alice']}")])
+
+    def libre(self, api_key):
+        return self.post_json("/translate", {"q": "Hola.", "source": "es", "target": "en",
+                                             "api_key": api_key})
+
+    def test_each_client_has_a_bucket_of_its_own_and_made_up_keys_do_not_escape_it(self):
+        alice, bob = self.TOKENS["alice"], self.TOKENS["bob"]
+        for _ in range(2):
+            status, answer = self.libre(alice)
+            self.assertEqual(status, 200, answer)
+        status, answer = self.libre(alice)
+        self.assertEqual((status, answer), (429, {"error": "Slowdown: 2 per 1 minute"}))
+        # Another client, from the same address: a bucket of its own.
+        status, answer = self.libre(bob)
+        self.assertEqual(status, 200, answer)
+        # Made-up keys are no client's: refused, never translated, whatever the key.
+        for key in ("alice", alice + "x", alice[:-1], "rotated-1", "rotated-2", ""):
+            status, answer = self.libre(key)
+            self.assertEqual(status, 403, (key, answer))
+        status, answer = self.libre(alice)
+        self.assertEqual(status, 429, answer)
+        status, answer = self.libre(bob)
+        self.assertEqual(status, 200, answer)
+        status, answer = self.libre(bob)
+        self.assertEqual(status, 429, answer)
+
+    def test_the_client_names_its_requests_in_metrics_and_log_never_its_token(self):
+        self.assertTranslatesNormally()  # gRPC, as alice
+        request = ts.pb.TranslateRequest(model=ts.MODEL_NAME, texts=[ts.SHORT])
+        self.translator.Translate(request, timeout=ts.RPC_TIMEOUT_S,
+                                  metadata=[("authorization", f"Bearer {self.TOKENS['bob']}")])
+        with self.assertRaises(ts.grpc.RpcError) as caught:
+            self.translator.Translate(request, timeout=ts.RPC_TIMEOUT_S,
+                                      metadata=[("authorization", "Bearer nobody's")])
+        self.assertEqual(caught.exception.code(), ts.grpc.StatusCode.UNAUTHENTICATED)
+        status, answer = self.post_json("/v1/translate", {"texts": ["Hola."]},
+                                        {"Authorization": f"Bearer {self.TOKENS['bob']}"})
+        self.assertEqual(status, 200, answer)
+        for client in ("alice", "bob"):
+            self.assertGreaterEqual(self.metric("glossa_requests_total", client=client,
+                                                method="Translate", code="OK"), 1, client)
+        self.assertEqual(self.metric("glossa_requests_total", client="bob",
+                                     method="/v1/translate", code="OK"), 1)
+        self.assertGreaterEqual(self.metric("glossa_requests_total", client="anonymous",
+                                            method="Translate", code="UNAUTHENTICATED"), 1)
+        _, _, data = self.request("GET", "/metrics", port=self.server.metrics_port)
+        clients = set(re.findall(r'client="([^"]*)"', data.decode()))
+        self.assertEqual(clients, {"alice", "bob", "anonymous"})
+        log = self.server.output()
+        self.assertRegex(log, r"request method=Translate model=demo client=alice code=OK ms=")
+        self.assertRegex(log, r"request method=/v1/translate model=demo client=bob code=OK ms=")
+        self.assertRegex(log, r"request method=Translate model=- client=anonymous "
+                              r"code=UNAUTHENTICATED ms=")
+        for token in self.TOKENS.values():
+            self.assertNotIn(token, log)
+            self.assertNotIn(token, data.decode())
+
+
 class BrowserPolicyTest(HttpTestCase):
     """By default no web page of another site can use the server through a browser: a foreign
     Origin is refused before the body is read, no CORS header is sent, a Host that does not name

@@ -1,5 +1,6 @@
-"""TLS, mutual TLS and the static bearer token of glossa-server, from a Python client; a token
-file without a token; glossa-client writing a document only where it was told to.
+"""TLS, mutual TLS and the bearer tokens of glossa-server, from a Python client; token files
+that are refused; gRPC's resource quota; glossa-client writing a document only where it was
+told to.
 
 Certificates are made at test time with openssl: a CA, a server certificate for 127.0.0.1 and a
 client certificate, all signed by the CA. Run by ctest (see CMakeLists.txt), or by hand:
@@ -182,6 +183,116 @@ class BadTlsFlagsTest(unittest.TestCase):
                                      capture_output=True, text=True, timeout=60)
                 self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
                 self.assertRegex(run.stderr, "holds no token|is missing or empty")
+
+
+class ClientTokenFileTest(unittest.TestCase):
+    """--auth_token_file's named clients: a file that is not one bare token or lines of
+    'NAME TOKEN' stops the server at start, naming the line and never a token."""
+
+    SECRET = "tok-never-printed"
+
+    def start(self, content):
+        # The file is read before any model loads: a model that does not exist is never reached.
+        with tempfile.NamedTemporaryFile("w") as f:
+            f.write(content)
+            f.flush()
+            return subprocess.run([ts.SERVER, "--listen", "127.0.0.1:0", "--metrics_listen", "",
+                                   "--http_listen", "", "--model", "demo=/nonexistent.glossa",
+                                   "--auth_token_file", f.name],
+                                  capture_output=True, text=True, timeout=60)
+
+    def test_malformed_files_are_refused_with_the_line(self):
+        if not ts.SERVER:
+            self.skipTest("set GLOSSA_SERVER")
+        s = self.SECRET
+        cases = {
+            f"# clients\nalice {s}1\nalice {s}2\n": "line 3: the client's name is that of line 2",
+            f"alice {s}1\nbob {s}1\n": "line 2: the token is that of line 1",
+            f"alice {s}1\n\nbob {s}2 extra\n": "line 3: expected 'NAME TOKEN', found 3 fields",
+            f"alice {s}1\n{s}2\n": "line 2: expected 'NAME TOKEN', found 1 fields",
+            f"anonymous {s}1\n": "line 1: a client's name is 1 to 64 letters",
+            f"al/ice {s}1\n": "line 1: a client's name is 1 to 64 letters",
+            "# only a comment\n\n": "holds no token",
+        }
+        for content, message in cases.items():
+            with self.subTest(content=content):
+                run = self.start(content)
+                self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
+                self.assertIn(message, run.stderr)
+                self.assertNotIn(s, run.stdout + run.stderr)
+
+    def test_one_bare_token_is_the_default_client(self):
+        if not ts.SERVER:
+            self.skipTest("set GLOSSA_SERVER")
+        server = ts.ServerProcess("--auth_token_file", os.path.join(_certs, "token"),
+                                  "--metrics_listen", "", "--http_listen", "")
+        self.addCleanup(stop_cleanly, server)
+        self.assertIn("glossa-server: requests need a client's token (--auth_token_file): default",
+                      server.stdout_lines)
+        stub = ts.pb_grpc.TranslatorStub(server.channel)
+        response = stub.Translate(request(), timeout=ts.RPC_TIMEOUT_S,
+                                  metadata=[("authorization", f"Bearer {TOKEN}")])
+        self.assertTrue(response.translations[0].hypotheses[0].text)
+
+
+class GrpcResourceQuotaTest(unittest.TestCase):
+    """--grpc_memory_mb and --grpc_max_threads bound what gRPC takes: a message larger than the
+    memory quota is refused (RESOURCE_EXHAUSTED) where the default quota receives it, and server
+    reflection, gRPC's one synchronous service, gets no thread past the thread quota; the other
+    calls are served all along."""
+
+    BIG = "a" * 3_000_000  # past --max_text_bytes: a server that receives it says so
+
+    def big_request(self, server):
+        stub = ts.pb_grpc.TranslatorStub(server.channel)
+        try:
+            stub.Translate(ts.pb.TranslateRequest(model=ts.MODEL_NAME, texts=[self.BIG]),
+                           timeout=ts.RPC_TIMEOUT_S)
+        except grpc.RpcError as e:
+            return e.code()
+        return grpc.StatusCode.OK
+
+    def reflection(self, server):
+        """Whether server reflection lists glossa.v1.Translator (a list_services request)."""
+        call = server.channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+        try:
+            return b"glossa.v1.Translator" in next(iter(call(iter([b"\x3a\x00"]),
+                                                            timeout=ts.RPC_TIMEOUT_S)))
+        except grpc.RpcError as e:
+            return e.code()
+
+    def serve(self, *flags):
+        server = ts.ServerProcess("--metrics_listen", "", "--http_listen", "", *flags)
+        self.addCleanup(stop_cleanly, server)
+        return server
+
+    def test_the_quotas_bound_memory_and_threads(self):
+        if not ts.SERVER:
+            self.skipTest("set GLOSSA_SERVER")
+        default = self.serve()
+        self.assertEqual(self.big_request(default), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIs(self.reflection(default), True)
+        small = self.serve("--grpc_memory_mb", "1", "--grpc_max_threads", "1")
+        self.assertEqual(self.big_request(small), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertEqual(self.reflection(small), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        stub = ts.pb_grpc.TranslatorStub(small.channel)
+        response = stub.Translate(request(), timeout=ts.RPC_TIMEOUT_S)
+        self.assertTrue(response.translations[0].hypotheses[0].text)
+        health = ts.health_grpc.HealthStub(small.channel)
+        reply = health.Check(ts.health_pb.HealthCheckRequest(service=""), timeout=ts.RPC_TIMEOUT_S)
+        self.assertEqual(reply.status, ts.health_pb.HealthCheckResponse.SERVING)
+
+    def test_bad_quotas_are_refused_at_start(self):
+        if not ts.SERVER:
+            self.skipTest("set GLOSSA_SERVER")
+        for flag, value in (("--grpc_memory_mb", "0"), ("--grpc_max_threads", "0")):
+            with self.subTest(flag=flag):
+                run = subprocess.run([ts.SERVER, "--listen", "127.0.0.1:0", "--metrics_listen",
+                                      "", "--http_listen", "", "--model", f"demo={ts.MODEL}",
+                                      flag, value], capture_output=True, text=True, timeout=60)
+                self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
+                self.assertIn(flag, run.stderr)
 
 
 class ClientWritesOnlyWhereToldTest(unittest.TestCase):

@@ -492,10 +492,11 @@ def scrape_requests(server):
 
 
 def request_counts(expo):
-    """{(model label, method, code): value} of glossa_requests_total."""
+    """{(model label, method, code): value} of glossa_requests_total, summed over clients."""
     out = {}
     for labels, value in expo.series("glossa_requests_total"):
-        out[(labels["model"], labels["method"], labels["code"])] = int(value)
+        key = (labels["model"], labels["method"], labels["code"])
+        out[key] = out.get(key, 0) + int(value)
     return out
 
 

@@ -1,6 +1,6 @@
 // MemoryBudget: reservations grow within the limit, give everything back when destroyed, and
 // tell "try later" (others hold too much) from "never fits" (over the limit alone).
-#include "server/common/memory_budget.h"
+#include "server/jobs/memory_budget.h"
 
 #include <utility>
 

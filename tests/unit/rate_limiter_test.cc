@@ -40,5 +40,13 @@ TEST(RateLimiterTest, ManyClientsStayBounded) {
   EXPECT_TRUE(limiter.Allow("client 999", kStart + absl::Seconds(62)));
 }
 
+TEST(RateLimiterTest, KeysCountByTheirFirstBytes) {
+  RateLimiter limiter(1);
+  const std::string prefix(RateLimiter::kMaxKeyBytes, 'k');
+  EXPECT_TRUE(limiter.Allow(prefix + "a", kStart));
+  EXPECT_FALSE(limiter.Allow(prefix + "b", kStart));  // the same key: a longer one buys nothing
+  EXPECT_TRUE(limiter.Allow(prefix.substr(1) + "b", kStart));
+}
+
 }  // namespace
 }  // namespace glossa::server

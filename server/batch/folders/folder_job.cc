@@ -1,5 +1,6 @@
 #include "server/batch/folders/folder_job.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -46,9 +47,23 @@ bool IsDocument(const fs::path& path) {
   return false;
 }
 
-// Whether `inner` is `outer` or inside it.
+// The path with every symbolic link on it resolved, without a trailing separator; empty when it
+// cannot be resolved.
+fs::path Resolved(const fs::path& path) {
+  std::error_code error;
+  fs::path resolved = fs::weakly_canonical(path, error);
+  if (error) return {};
+  if (resolved.has_relative_path() && resolved.filename().empty()) {
+    resolved = resolved.parent_path();
+  }
+  return resolved;
+}
+
+// Whether `inner` is `outer` or inside it, once symbolic links are resolved (false when either
+// cannot be resolved).
 bool Within(const fs::path& inner, const fs::path& outer) {
-  const fs::path a = fs::weakly_canonical(inner), b = fs::weakly_canonical(outer);
+  const fs::path a = Resolved(inner), b = Resolved(outer);
+  if (a.empty() || b.empty()) return false;
   auto mismatch = std::mismatch(b.begin(), b.end(), a.begin(), a.end());
   return mismatch.first == b.end();
 }
@@ -60,13 +75,33 @@ bool ReadFile(const fs::path& path, std::string* out) {
   return !in.bad();
 }
 
-// Written whole under a temporary name, flushed to disk, then renamed into place.
+// Where the translation of `file` (a path relative to --input_dir) goes: the same path under
+// `output_dir`. Empty when it would not be inside output_dir: a name that is absolute or climbs
+// out (".."), or a folder on the way that is a symbolic link to elsewhere.
+fs::path OutputPath(const fs::path& output_dir, const fs::path& file) {
+  if (file.empty() || file.is_absolute() || file.has_root_name()) return {};
+  for (const fs::path& part : file) {
+    if (part == ".." || part == ".") return {};
+  }
+  const fs::path path = output_dir / file;
+  return Within(path.parent_path(), output_dir) ? path : fs::path();
+}
+
+// Written whole under a temporary name, flushed to disk, then renamed into place (a rename
+// replaces a symbolic link at `path`, never what it points to). The temporary file is created
+// afresh and never through a symbolic link.
 bool WriteFile(const fs::path& path, const std::string& bytes) {
   std::error_code error;
   fs::create_directories(path.parent_path(), error);
   const fs::path temporary = path.string() + ".part";
-  FILE* f = std::fopen(temporary.c_str(), "wb");
-  if (f == nullptr) return false;
+  fs::remove(temporary, error);  // a link there is removed, not followed
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        0644);
+  FILE* f = fd < 0 ? nullptr : ::fdopen(fd, "wb");
+  if (f == nullptr) {
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
   const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() &&
                   std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
   if (std::fclose(f) != 0 || !ok) return false;
@@ -134,21 +169,7 @@ class FolderJob {
       return false;
     }
     std::vector<std::string> files;
-    for (auto it = fs::recursive_directory_iterator(
-             o_.input_dir, fs::directory_options::skip_permission_denied, error);
-         !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
-      if (!it->is_regular_file(error)) continue;
-      if (!IsDocument(it->path())) {
-        ++r_.other_files;
-        continue;
-      }
-      files.push_back(fs::relative(it->path(), o_.input_dir).string());
-    }
-    if (error) {
-      Log(absl::StrCat("cannot list --input_dir '", o_.input_dir, "': ", error.message()));
-      return false;
-    }
-    std::sort(files.begin(), files.end());
+    if (!ListDocuments(&files)) return false;
     r_.documents = static_cast<int64_t>(files.size());
     fs::create_directories(o_.output_dir, error);
     journal_path_ = (fs::path(o_.output_dir) / kJournal).string();
@@ -159,6 +180,36 @@ class FolderJob {
       return false;
     }
     todo_ = std::move(files);
+    return true;
+  }
+
+  // The documents under --input_dir, sorted, as paths relative to it. Subfolders are walked but
+  // not symbolic links to folders; a symbolic link to a file outside --input_dir is left alone
+  // (its content is not the folder's to send). False (with a message) when it cannot be listed.
+  bool ListDocuments(std::vector<std::string>* files) {
+    std::error_code error;
+    for (auto it = fs::recursive_directory_iterator(
+             o_.input_dir, fs::directory_options::skip_permission_denied, error);
+         !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+      if (!it->is_regular_file(error)) continue;
+      // The entry's own name under --input_dir (fs::relative would resolve a link: its target's).
+      const fs::path relative = it->path().lexically_relative(o_.input_dir);
+      if (!IsDocument(it->path())) {
+        ++r_.other_files;
+        continue;
+      }
+      if (it->is_symlink(error) && !Within(it->path(), o_.input_dir)) {
+        Log(absl::StrCat(relative.string(), ": a symbolic link out of --input_dir: left alone"));
+        ++r_.other_files;
+        continue;
+      }
+      files->push_back(relative.string());
+    }
+    if (error) {
+      Log(absl::StrCat("cannot list --input_dir '", o_.input_dir, "': ", error.message()));
+      return false;
+    }
+    std::sort(files->begin(), files->end());
     return true;
   }
 
@@ -183,7 +234,11 @@ class FolderJob {
   }
 
   void One(const std::string& file) {
-    const fs::path input = fs::path(o_.input_dir) / file, output = fs::path(o_.output_dir) / file;
+    const fs::path input = fs::path(o_.input_dir) / file;
+    const fs::path output = OutputPath(o_.output_dir, file);
+    if (output.empty()) {
+      return Failed(file, "its translation would be written outside --output_dir");
+    }
     std::string bytes;
     if (!ReadFile(input, &bytes)) return Failed(file, "cannot be read");
     const json record = Record(file, bytes, o_.settings);

@@ -1,8 +1,8 @@
 // A bound on the bytes that many users hold at once (the documents in flight, from every front
 // end): each takes a Reservation, grows it before it holds more, and gives all of it back when
 // the Reservation is destroyed. Counts are what the users declare, not what malloc sees.
-#ifndef GLOSSA_SERVER_COMMON_MEMORY_BUDGET_H_
-#define GLOSSA_SERVER_COMMON_MEMORY_BUDGET_H_
+#ifndef GLOSSA_SERVER_JOBS_MEMORY_BUDGET_H_
+#define GLOSSA_SERVER_JOBS_MEMORY_BUDGET_H_
 
 #include <atomic>
 #include <cstdint>
@@ -52,4 +52,4 @@ class MemoryBudget {
 
 }  // namespace glossa::server
 
-#endif  // GLOSSA_SERVER_COMMON_MEMORY_BUDGET_H_
+#endif  // GLOSSA_SERVER_JOBS_MEMORY_BUDGET_H_

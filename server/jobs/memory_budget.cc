@@ -1,4 +1,4 @@
-#include "server/common/memory_budget.h"
+#include "server/jobs/memory_budget.h"
 
 #include <utility>
 

@@ -184,6 +184,12 @@ ABSL_FLAG(std::string, glossary_dir, "",
           "Where stored glossaries (GlossaryService, /v1/glossaries) are kept, a file each, "
           "written atomically (a crash leaves whole files only); created if missing. Empty: in "
           "memory only, lost at exit");
+ABSL_FLAG(int64_t, glossary_store_mb, 64,
+          "What the stored glossaries may hold in memory together, in MiB, counted as a "
+          "glossary's own 1 MiB limit counts (each term's bytes and 256 more). A glossary that "
+          "would pass it is refused with RESOURCE_EXHAUSTED (HTTP 507) until others are deleted. "
+          "At start every glossary in --glossary_dir is loaded, even past it (a warning says "
+          "so, and none can be created until enough are deleted)");
 ABSL_FLAG(int, char_limit, -1,
           "LibreTranslate's --char-limit: most characters in one text of /translate (a 400 past "
           "it); -1: none (the token limit still applies)");
@@ -234,7 +240,7 @@ using glossa::server::DocumentJob;
 using glossa::server::DocumentJobs;
 using glossa::server::DocumentTranslator;
 using glossa::server::TranslatedDocument;
-using glossa::server::TranslatedDocument;
+using glossa::server::GlossaryLimits;
 using glossa::server::GlossaryServiceImpl;
 using glossa::server::GlossaryStore;
 using glossa::server::HttpApi;
@@ -575,15 +581,25 @@ absl::StatusOr<ClientTokens> ClientTokensFromFlags() {
 // --glossary_dir: the stored glossaries, loaded (an empty flag: a store in memory).
 absl::StatusOr<std::unique_ptr<GlossaryStore>> OpenGlossaries(TranslatorService& service) {
   const std::string dir = absl::GetFlag(FLAGS_glossary_dir);
-  auto store = GlossaryStore::Open(dir);
+  const int64_t store_mb = absl::GetFlag(FLAGS_glossary_store_mb);
+  constexpr int64_t kMaxStoreMb = int64_t{1} << 20;  // 1 TiB: far past any server's memory
+  if (store_mb < 1 || store_mb > kMaxStoreMb) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--glossary_store_mb is ", store_mb, "; give 1 to ", kMaxStoreMb, " (MiB)"));
+  }
+  GlossaryLimits limits;
+  limits.max_store_bytes = store_mb << 20;
+  auto store = GlossaryStore::Open(dir, limits);
   if (!store.ok()) {
     return absl::Status(store.status().code(),
                         absl::StrCat("--glossary_dir: ", store.status().message()));
   }
   service.SetGlossaries(store->get());
   if (!dir.empty()) {
-    std::printf("glossa-server: %zu stored glossaries in %s\n", (*store)->List().size(),
-                dir.c_str());
+    const double held_mb = static_cast<double>((*store)->HeldBytes()) / (1 << 20);
+    std::printf(
+        "glossa-server: %zu stored glossaries in %s (%.1f of --glossary_store_mb=%lld MiB)\n",
+        (*store)->List().size(), dir.c_str(), held_mb, static_cast<long long>(store_mb));
   }
   return store;
 }

@@ -37,30 +37,52 @@ absl::StatusOr<Constraint> TermConstraint(const Model& model, const GlossaryTerm
   return constraint;
 }
 
-}  // namespace
+// Terms and the matcher built from them.
+struct GlossaryPart {
+  const std::vector<GlossaryTerm>* terms;
+  const GlossaryMatcher* matcher;
+};
 
-absl::StatusOr<std::vector<std::vector<Constraint>>> GlossaryConstraints(
+struct FoundTerm {
+  size_t index;  // numbered across the parts
+  const GlossaryTerm* term;
+};
+
+// The terms of `parts` that occur in `text`, in ascending order of index.
+std::vector<FoundTerm> FindTerms(const std::vector<GlossaryPart>& parts, absl::string_view text) {
+  std::vector<FoundTerm> found;
+  size_t first = 0;
+  for (const GlossaryPart& part : parts) {
+    for (int i : part.matcher->Match(text)) {
+      found.push_back({first + static_cast<size_t>(i), &(*part.terms)[i]});
+    }
+    first += part.terms->size();
+  }
+  return found;
+}
+
+// GlossaryConstraints of the terms of `parts`, in order.
+absl::StatusOr<std::vector<std::vector<Constraint>>> PartsConstraints(
     const Model& model, const std::vector<std::string>& texts, const TextSources& sources,
-    const std::vector<GlossaryTerm>& terms, int max_per_text) {
+    const std::vector<GlossaryPart>& parts, int max_per_text) {
   std::vector<std::vector<Constraint>> out;
-  if (terms.empty()) return out;
-  GLOSSA_ASSIGN_OR_RETURN(const GlossaryMatcher matcher, GlossaryMatcher::Create(terms));
-  std::map<int, Constraint> encoded;  // the terms that occur, encoded once
+  std::map<size_t, Constraint> encoded;  // the terms that occur, encoded once
   bool any = false;
   out.resize(sources.sources.size());
   for (size_t k = 0; k < sources.sources.size(); ++k) {
     const size_t text = sources.text_index[k];
-    const std::vector<int> found = matcher.Match(texts[text]);
+    const std::vector<FoundTerm> found = FindTerms(parts, texts[text]);
     if (static_cast<int>(found.size()) > max_per_text) {
       return absl::InvalidArgumentError(absl::StrCat(
           "text ", text, " holds ", found.size(), " glossary terms; at most ", max_per_text,
           " apply to one text (sentence, with split_sentences)"));
     }
-    for (int term : found) {
-      auto it = encoded.find(term);
+    for (const FoundTerm& term : found) {
+      auto it = encoded.find(term.index);
       if (it == encoded.end()) {
-        GLOSSA_ASSIGN_OR_RETURN(Constraint constraint, TermConstraint(model, terms[term], term));
-        it = encoded.emplace(term, std::move(constraint)).first;
+        GLOSSA_ASSIGN_OR_RETURN(Constraint constraint,
+                                TermConstraint(model, *term.term, term.index));
+        it = encoded.emplace(term.index, std::move(constraint)).first;
       }
       out[k].push_back(it->second);
       any = true;
@@ -68,6 +90,26 @@ absl::StatusOr<std::vector<std::vector<Constraint>>> GlossaryConstraints(
   }
   if (!any) out.clear();
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<Constraint>>> GlossaryConstraints(
+    const Model& model, const std::vector<std::string>& texts, const TextSources& sources,
+    const std::vector<GlossaryTerm>& terms, int max_per_text) {
+  if (terms.empty()) return std::vector<std::vector<Constraint>>();
+  GLOSSA_ASSIGN_OR_RETURN(const GlossaryMatcher matcher, GlossaryMatcher::Create(terms));
+  return PartsConstraints(model, texts, sources, {{&terms, &matcher}}, max_per_text);
+}
+
+absl::StatusOr<std::vector<std::vector<Constraint>>> GlossaryConstraints(
+    const Model& model, const std::vector<std::string>& texts, const TextSources& sources,
+    const std::vector<const CompiledGlossary*>& glossaries, int max_per_text) {
+  std::vector<GlossaryPart> parts;
+  for (const CompiledGlossary* glossary : glossaries) {
+    parts.push_back({&glossary->terms, &glossary->matcher});
+  }
+  return PartsConstraints(model, texts, sources, parts, max_per_text);
 }
 
 absl::StatusOr<TextSources> TokenizeTexts(const Model& model, const std::vector<std::string>& texts,

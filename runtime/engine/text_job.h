@@ -51,6 +51,13 @@ absl::StatusOr<std::vector<std::vector<Constraint>>> GlossaryConstraints(
     const Model& model, const std::vector<std::string>& texts, const TextSources& sources,
     const std::vector<GlossaryTerm>& terms, int max_per_text);
 
+// The same for the terms of `glossaries` in order (e.g. a stored glossary's, then a request's
+// own), each found by its glossary's matcher, compiled beforehand: their terms are numbered
+// across them (in errors too), as if they were one list. None null.
+absl::StatusOr<std::vector<std::vector<Constraint>>> GlossaryConstraints(
+    const Model& model, const std::vector<std::string>& texts, const TextSources& sources,
+    const std::vector<const CompiledGlossary*>& glossaries, int max_per_text);
+
 // One Translation per text, in order; empty texts get one empty hypothesis.
 std::vector<Translation> DetokenizeResults(const Model& model, const TextSources& sources,
                                            std::vector<std::vector<Hypothesis>> results);

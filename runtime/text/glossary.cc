@@ -60,18 +60,19 @@ bool OccursAsWords(const std::u16string& text, const std::u16string& term) {
 
 }  // namespace
 
-absl::StatusOr<GlossaryMatcher> GlossaryMatcher::Create(const std::vector<GlossaryTerm>& terms) {
+absl::StatusOr<GlossaryMatcher> GlossaryMatcher::Create(const std::vector<GlossaryTerm>& terms,
+                                                        size_t first_index) {
   GlossaryMatcher matcher;
   matcher.sources_.reserve(terms.size());
   for (size_t i = 0; i < terms.size(); ++i) {
     std::u16string normal;
     if (!IsValidUtf8(terms[i].source)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("glossary entry ", i, ": the source term is not valid UTF-8"));
+          absl::StrCat("glossary entry ", first_index + i, ": the source term is not valid UTF-8"));
     }
     if (!Normalise(terms[i].source, &normal) || (normal = Trimmed(normal)).empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("glossary entry ", i, ": the source term is empty"));
+          absl::StrCat("glossary entry ", first_index + i, ": the source term is empty"));
     }
     matcher.sources_.push_back(std::move(normal));
   }
@@ -86,6 +87,13 @@ std::vector<int> GlossaryMatcher::Match(absl::string_view text) const {
     if (OccursAsWords(normal, sources_[i])) found.push_back(static_cast<int>(i));
   }
   return found;
+}
+
+absl::StatusOr<CompiledGlossary> CompiledGlossary::Compile(std::vector<GlossaryTerm> terms,
+                                                           size_t first_index) {
+  absl::StatusOr<GlossaryMatcher> matcher = GlossaryMatcher::Create(terms, first_index);
+  if (!matcher.ok()) return matcher.status();
+  return CompiledGlossary{std::move(terms), *std::move(matcher)};
 }
 
 }  // namespace glossa

@@ -23,14 +23,27 @@ struct GlossaryTerm {
 
 class GlossaryMatcher {
  public:
-  // INVALID_ARGUMENT names the first term whose source is not UTF-8 or normalises to nothing.
-  static absl::StatusOr<GlossaryMatcher> Create(const std::vector<GlossaryTerm>& terms);
+  // INVALID_ARGUMENT names the first term whose source is not UTF-8 or normalises to nothing
+  // ("glossary entry N", N counted from first_index: terms that follow another glossary's).
+  static absl::StatusOr<GlossaryMatcher> Create(const std::vector<GlossaryTerm>& terms,
+                                                size_t first_index = 0);
 
   // The indices of the terms that occur in `text` (UTF-8), in ascending order.
   std::vector<int> Match(absl::string_view text) const;
 
  private:
   std::vector<std::u16string> sources_;  // normalised, UTF-16
+};
+
+// A glossary's terms with their matcher, which normalises every source term once: compiled once
+// for a glossary that many texts or requests use, and shared by them.
+struct CompiledGlossary {
+  // INVALID_ARGUMENT as GlossaryMatcher::Create.
+  static absl::StatusOr<CompiledGlossary> Compile(std::vector<GlossaryTerm> terms,
+                                                  size_t first_index = 0);
+
+  std::vector<GlossaryTerm> terms;
+  GlossaryMatcher matcher;  // of terms
 };
 
 }  // namespace glossa

@@ -461,6 +461,17 @@ absl::Status ValidateGlossaryEntries(const std::vector<v1::GlossaryEntry>& entri
   return std::move(builder).Finish().status();
 }
 
+int64_t GlossaryHeldBytes(const std::vector<v1::GlossaryEntry>& entries) {
+  int64_t bytes = 0;
+  for (const v1::GlossaryEntry& entry : entries) {
+    bytes += static_cast<int64_t>(entry.source().size()) + kTermOverheadBytes;
+    for (const std::string& target : entry.targets()) {
+      bytes += static_cast<int64_t>(target.size()) + kTermOverheadBytes;
+    }
+  }
+  return bytes;
+}
+
 std::string ToTsv(const std::vector<v1::GlossaryEntry>& entries) {
   std::string tsv;
   for (const v1::GlossaryEntry& entry : entries) {

@@ -34,11 +34,17 @@ struct GlossaryLimits {
   int64_t max_bytes = 1 << 20;
   int max_term_bytes = 256;     // one source or target term
   int max_targets = 16;         // target terms of one source term
+  // Every glossary of a store together, each counted as max_bytes counts one (GlossaryHeldBytes).
+  int64_t max_store_bytes = int64_t{64} << 20;
 };
 
 // What a term costs in memory besides its bytes, as GlossaryLimits::max_bytes counts it (seen:
 // 10,000 sources of 20 two-byte targets each grew a server by 66 MB, about 300 bytes a term).
 inline constexpr int64_t kTermOverheadBytes = 256;
+
+// What `entries` hold in memory as GlossaryLimits::max_bytes counts it: every source and target
+// term's bytes plus kTermOverheadBytes each.
+int64_t GlossaryHeldBytes(const std::vector<v1::GlossaryEntry>& entries);
 
 enum class GlossaryFormat { kTsv, kCsv, kJson };
 

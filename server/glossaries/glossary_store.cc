@@ -140,6 +140,14 @@ absl::StatusOr<Glossary> ReadGlossaryFile(const std::string& file, absl::string_
   return glossary;
 }
 
+// Create's answer when a glossary of `bytes` does not fit beside the `held` ones.
+absl::Status StoreFull(int64_t held, int64_t bytes, int64_t limit) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the stored glossaries hold ", held, " bytes in memory and this one needs ", bytes,
+      " more (each term counts its bytes and ", kTermOverheadBytes, " besides), past the ", limit,
+      " bytes the server keeps for them (glossa-server --glossary_store_mb): delete some first"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GlossaryStore>> GlossaryStore::Open(const std::string& dir,
@@ -182,12 +190,19 @@ absl::Status GlossaryStore::Load() {
     absl::Time created;
     absl::ParseTime(absl::RFC3339_full, glossary->info.creation_time(), &created, nullptr);
     last_creation_ = std::max(last_creation_, created);
+    held_bytes_ += GlossaryHeldBytes(glossary->entries);
     glossaries_[id] = std::make_shared<const Glossary>(*std::move(glossary));
   }
   if (static_cast<int64_t>(glossaries_.size()) > limits_.max_glossaries) {
     std::cerr << "glossary store: warning: " << dir_ << " holds " << glossaries_.size()
               << " glossaries, more than the " << limits_.max_glossaries
               << " the store keeps: none can be created until some are deleted\n";
+  }
+  if (held_bytes_ > limits_.max_store_bytes) {
+    std::cerr << "glossary store: warning: the glossaries of " << dir_ << " hold " << held_bytes_
+              << " bytes in memory, more than the " << limits_.max_store_bytes
+              << " the store keeps (--glossary_store_mb): all are loaded, and none can be "
+                 "created until enough are deleted\n";
   }
   if (error) {
     return absl::FailedPreconditionError(
@@ -220,6 +235,7 @@ absl::StatusOr<v1::GlossaryInfo> GlossaryStore::Create(const v1::CreateGlossaryR
   info.set_source_language(request.source_language());
   info.set_target_language(request.target_language());
   info.set_entry_count(static_cast<uint32_t>(glossary->entries.size()));
+  const int64_t bytes = GlossaryHeldBytes(glossary->entries);
   {
     absl::MutexLock lock(&mu_);
     if (static_cast<int64_t>(glossaries_.size()) + writing_ >= limits_.max_glossaries) {
@@ -227,7 +243,11 @@ absl::StatusOr<v1::GlossaryInfo> GlossaryStore::Create(const v1::CreateGlossaryR
           absl::StrCat("the server holds ", limits_.max_glossaries,
                        " glossaries, as many as it keeps: delete one first"));
     }
+    if (held_bytes_ + bytes > limits_.max_store_bytes) {
+      return StoreFull(held_bytes_, bytes, limits_.max_store_bytes);
+    }
     ++writing_;
+    held_bytes_ += bytes;
     info.set_creation_time(absl::FormatTime(kTimeFormat, NextCreationTime(), absl::UTCTimeZone()));
   }
   absl::Status written = absl::OkStatus();
@@ -237,6 +257,7 @@ absl::StatusOr<v1::GlossaryInfo> GlossaryStore::Create(const v1::CreateGlossaryR
   absl::MutexLock lock(&mu_);
   --writing_;
   if (!written.ok()) {
+    held_bytes_ -= bytes;
     std::cerr << "glossary store: " << written.message() << "\n";
     return absl::InternalError("the glossary could not be stored (the server's log says why)");
   }
@@ -279,14 +300,24 @@ absl::Status GlossaryStore::Delete(absl::string_view glossary_id) {
     glossary = std::move(it->second);
     glossaries_.erase(it);
   }
-  if (dir_.empty()) return absl::OkStatus();
+  // Its bytes stay counted until its file is gone: a removal that fails puts it back.
+  const int64_t bytes = GlossaryHeldBytes(glossary->entries);
   const std::string id(glossary_id);
-  absl::Status removed = RemoveFileDurably(dir_, absl::StrCat(id, kSuffix));
-  if (removed.ok()) return absl::OkStatus();
-  std::cerr << "glossary store: " << removed.message() << "\n";
+  absl::Status removed = absl::OkStatus();
+  if (!dir_.empty()) removed = RemoveFileDurably(dir_, absl::StrCat(id, kSuffix));
+  if (!removed.ok()) std::cerr << "glossary store: " << removed.message() << "\n";
   absl::MutexLock lock(&mu_);
+  if (removed.ok()) {
+    held_bytes_ -= bytes;
+    return absl::OkStatus();
+  }
   glossaries_.emplace(id, std::move(glossary));
   return absl::InternalError("the glossary could not be deleted (the server's log says why)");
+}
+
+int64_t GlossaryStore::HeldBytes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return held_bytes_;
 }
 
 }  // namespace glossa::server

@@ -1,6 +1,7 @@
 // Stored glossaries (GlossaryService, /v1/glossaries, TranslateRequest.glossary_id): created,
 // listed, found and deleted by id; kept in memory, and with a directory also on disk, one file
-// per glossary, so that they outlive a restart.
+// per glossary, so that they outlive a restart. Bounded by GlossaryLimits: max_glossaries of
+// them, and max_store_bytes held in memory together (each counted as GlossaryHeldBytes counts).
 //
 // On disk: <dir>/<id>.json, {"format": 1, "glossary_id", "name", "source_language",
 // "target_language", "creation_time", "entries": [{"source", "targets": [...]}, ...]}. Each file
@@ -39,21 +40,28 @@ class GlossaryStore {
  public:
   // dir empty: glossaries live in memory only (lost at exit). Otherwise loads every stored
   // glossary from dir (creating it if missing); a damaged file is skipped with a warning on
-  // stderr. Fails when dir cannot be created, read or written.
+  // stderr. Every whole glossary is loaded, even past limits.max_glossaries or
+  // limits.max_store_bytes (a warning on stderr says so): Create then refuses until enough are
+  // deleted. Fails when dir cannot be created, read or written.
   static absl::StatusOr<std::unique_ptr<GlossaryStore>> Open(const std::string& dir,
                                                              GlossaryLimits limits = {});
 
   // Validates the request (INVALID_ARGUMENT naming the field, line or entry at fault), stores
   // the glossary under a new random id and returns its description. RESOURCE_EXHAUSTED when the
-  // store holds limits.max_glossaries; INTERNAL when the file cannot be written (the server's
-  // stderr says why; the message does not name server paths).
+  // store holds limits.max_glossaries, or when the glossary's bytes would take the store past
+  // limits.max_store_bytes (the message names glossa-server's --glossary_store_mb); INTERNAL
+  // when the file cannot be written (the server's stderr says why; the message does not name
+  // server paths).
   absl::StatusOr<v1::GlossaryInfo> Create(const v1::CreateGlossaryRequest& request);
   // Every glossary, oldest first.
   std::vector<v1::GlossaryInfo> List() const;
   // NOT_FOUND names the id.
   absl::StatusOr<std::shared_ptr<const Glossary>> Find(absl::string_view glossary_id) const;
   // NOT_FOUND when unknown; INTERNAL when the file cannot be removed (the glossary stays).
+  // A deleted glossary's bytes are free for the next Create.
   absl::Status Delete(absl::string_view glossary_id);
+  // What the stored glossaries, and those being created, hold as GlossaryHeldBytes counts it.
+  int64_t HeldBytes() const;
 
  private:
   GlossaryStore(std::string dir, GlossaryLimits limits) : dir_(std::move(dir)), limits_(limits) {}
@@ -68,6 +76,8 @@ class GlossaryStore {
   absl::flat_hash_map<std::string, std::shared_ptr<const Glossary>> glossaries_
       ABSL_GUARDED_BY(mu_);
   int writing_ ABSL_GUARDED_BY(mu_) = 0;  // Creates between their check of the count and insert
+  // GlossaryHeldBytes of every stored glossary and of those that writing_ counts.
+  int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_creation_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 

@@ -425,8 +425,8 @@ absl::StatusOr<PreparedRequest> TranslatorService::PrepareParsed(
         "): use Translate, which goes through the pivot language"));
   }
   if (detected != nullptr && !routed.detected.empty()) *detected = routed.detected.front();
-  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest p,
-                          PrepareRequest(part.request, *registry_, limits_, stream, glossaries_));
+  GLOSSA_ASSIGN_OR_RETURN(PreparedRequest p, PrepareRequest(part.request, *registry_, limits_,
+                                                            stream, glossaries_.get()));
   // What SetResult compares the translations with: the sentences when the texts were split.
   if (p.documents != nullptr) {
     *texts = p.documents->sentences;
@@ -446,7 +446,7 @@ absl::StatusOr<std::shared_ptr<TranslateRun>> TranslatorService::NewTranslateJob
   RunContext context;
   context.registry = registry_;
   context.limits = limits_;
-  context.glossaries = glossaries_;
+  context.glossaries = glossaries_.get();
   context.cache = cache_;
   context.pivot_language = pivot_language_;
   return TranslateRun::Create(context, request, deadline, record, std::move(done));

@@ -15,6 +15,7 @@
 #include "server/glossaries/glossary_store.h"
 #include "server/metrics/metrics.h"
 #include "server/models/model_registry.h"
+#include "server/request/glossary_cache.h"
 #include "server/request/request.h"
 #include "server/cache/result_cache.h"
 #include "server/grpc/translate_run.h"
@@ -115,9 +116,11 @@ class TranslatorService final : public TranslatorBase {
   // The result cache (null: none). Must outlive the service.
   void SetCache(ResultCache* cache) { cache_ = cache; }
   ResultCache* cache() const { return cache_; }
-  // The stored glossaries that TranslateRequest.glossary_id names (null: none). Must outlive the
-  // service.
-  void SetGlossaries(const GlossaryStore* store) { glossaries_ = store; }
+  // The stored glossaries that TranslateRequest.glossary_id names (null: none), each compiled
+  // once for requests (GlossaryCache). Must outlive the service.
+  void SetGlossaries(const GlossaryStore* store) {
+    glossaries_ = store == nullptr ? nullptr : std::make_unique<GlossaryCache>(store);
+  }
   const ModelRegistry& registry() const { return *registry_; }
 
  private:
@@ -125,7 +128,7 @@ class TranslatorService final : public TranslatorBase {
   RequestLimits limits_;
   RequestMetrics* metrics_;
   ResultCache* cache_ = nullptr;
-  const GlossaryStore* glossaries_ = nullptr;
+  std::unique_ptr<const GlossaryCache> glossaries_;
   absl::StatusOr<v1::ListModelsResponse> ListModels(const grpc::CallbackServerContext& context,
                                                      const grpc::ByteBuffer& request,
                                                      RpcRecord* record) const;

@@ -16,9 +16,9 @@
 #include "absl/time/time.h"
 #include "glossa/v1/translator.pb.h"
 #include "server/cache/result_cache.h"
-#include "server/glossaries/glossary_store.h"
 #include "server/metrics/metrics.h"
 #include "server/models/model_registry.h"
+#include "server/request/glossary_cache.h"
 #include "server/request/request.h"
 #include "server/request/routing.h"
 
@@ -28,7 +28,7 @@ namespace glossa::server {
 struct RunContext {
   const ModelRegistry* registry = nullptr;
   RequestLimits limits;
-  const GlossaryStore* glossaries = nullptr;  // null: none
+  const GlossaryCache* glossaries = nullptr;  // null: none
   ResultCache* cache = nullptr;               // null: none
   std::string pivot_language;                 // empty: no pivot
 };

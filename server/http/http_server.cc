@@ -143,6 +143,8 @@ const char* HttpReason(int status) {
       return "Service Unavailable";
     case 504:
       return "Gateway Timeout";
+    case 507:
+      return "Insufficient Storage";
   }
   return "Unknown";
 }

@@ -1,6 +1,7 @@
 // The HTTP API's stored glossaries, after DeepL's /v2/glossaries (bodies in protobuf's JSON
 // mapping of the GlossaryService messages):
 //   POST   /v1/glossaries                CreateGlossaryRequest -> 201 Created, GlossaryInfo
+//                                         (507 Insufficient Storage when the store is full)
 //   GET    /v1/glossaries                ListGlossariesResponse
 //   GET    /v1/glossaries/<id>           GetGlossaryResponse (description and entries)
 //   GET    /v1/glossaries/<id>/entries   the entries as TSV (text/tab-separated-values)
@@ -47,6 +48,11 @@ HttpResponse Create(GlossaryStore& store, const HttpRequest& http) {
                                        std::string(parsed.message()).substr(0, 300)));
   }
   absl::StatusOr<v1::GlossaryInfo> info = store.Create(request);
+  // A full store (too many glossaries, or too many bytes) is 507 Insufficient Storage (RFC 4918):
+  // not 429, since waiting does not help, only deleting does.
+  if (info.status().code() == absl::StatusCode::kResourceExhausted) {
+    return JsonError(507, info.status().message());
+  }
   if (!info.ok()) return JsonError(info.status());
   return JsonAnswer(201, *info);
 }

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -73,30 +74,10 @@ absl::Status CheckLanguageField(const char* field, const std::string& value) {
   return absl::OkStatus();
 }
 
-// The request's glossary as terms, checked against the limits.
-// The entries of the stored glossary `id`, as terms.
-absl::StatusOr<std::vector<GlossaryTerm>> StoredTerms(const std::string& id,
-                                                      const GlossaryStore* glossaries) {
-  if (glossaries == nullptr) {
-    return absl::NotFoundError(
-        "glossary_id: no glossary is stored here; send the entries in glossary");
-  }
-  GLOSSA_ASSIGN_OR_RETURN(std::shared_ptr<const Glossary> glossary, glossaries->Find(id));
+// The request's own glossary entries as terms, checked against the limits.
+absl::StatusOr<std::vector<GlossaryTerm>> RequestTerms(const v1::TranslateRequest& request,
+                                                       const RequestLimits& limits) {
   std::vector<GlossaryTerm> terms;
-  for (const v1::GlossaryEntry& entry : glossary->entries) {
-    terms.push_back({entry.source(), {entry.targets().begin(), entry.targets().end()}});
-  }
-  return terms;
-}
-
-// The request's glossary as terms (the stored glossary's first), checked against the limits.
-absl::StatusOr<std::vector<GlossaryTerm>> GlossaryTerms(const v1::TranslateRequest& request,
-                                                        const RequestLimits& limits,
-                                                        const GlossaryStore* glossaries) {
-  std::vector<GlossaryTerm> terms;
-  if (!request.glossary_id().empty()) {
-    GLOSSA_ASSIGN_OR_RETURN(terms, StoredTerms(request.glossary_id(), glossaries));
-  }
   if (request.glossary_size() > limits.max_glossary_entries) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the glossary holds ", request.glossary_size(), " entries; the limit is ",
@@ -122,13 +103,27 @@ absl::StatusOr<std::vector<GlossaryTerm>> GlossaryTerms(const v1::TranslateReque
   return terms;
 }
 
-// The constraints of the glossary terms found in `texts` (the sources' texts), into p.
+// The stored glossary that glossary_id names (null when the request names none).
+absl::StatusOr<std::shared_ptr<const Glossary>> StoredGlossary(const v1::TranslateRequest& request,
+                                                               const GlossaryCache* glossaries) {
+  if (request.glossary_id().empty()) return nullptr;
+  if (glossaries == nullptr) {
+    return absl::NotFoundError(
+        "glossary_id: no glossary is stored here; send the entries in glossary");
+  }
+  return glossaries->Find(request.glossary_id());
+}
+
+// The constraints of the glossary terms found in `texts` (the sources' texts), into p: the
+// stored glossary's terms (compiled once, shared by every request that names it), then the
+// request's own.
 absl::Status PrepareGlossary(const v1::TranslateRequest& request, const RequestLimits& limits,
-                             const GlossaryStore* glossaries,
-                             const std::vector<std::string>& texts, PreparedRequest* p) {
-  GLOSSA_ASSIGN_OR_RETURN(const std::vector<GlossaryTerm> terms,
-                          GlossaryTerms(request, limits, glossaries));
-  if (terms.empty()) return absl::OkStatus();
+                             const GlossaryCache* glossaries, const std::vector<std::string>& texts,
+                             PreparedRequest* p) {
+  GLOSSA_ASSIGN_OR_RETURN(const std::shared_ptr<const Glossary> stored,
+                          StoredGlossary(request, glossaries));
+  GLOSSA_ASSIGN_OR_RETURN(std::vector<GlossaryTerm> terms, RequestTerms(request, limits));
+  if (stored == nullptr && terms.empty()) return absl::OkStatus();
   if (p->search.sampling.temperature > 0.0f) {
     return absl::InvalidArgumentError(
         "a glossary is enforced by beam search: it does not go with sampling "
@@ -139,8 +134,20 @@ absl::Status PrepareGlossary(const v1::TranslateRequest& request, const RequestL
         "a glossary is enforced by beam search: set beam_size to 2 or more, or leave it 0 for "
         "the server's default (when that is 2 or more)");
   }
+  std::vector<const CompiledGlossary*> parts;
+  std::shared_ptr<const CompiledGlossary> compiled;
+  if (stored != nullptr) {
+    GLOSSA_ASSIGN_OR_RETURN(compiled, glossaries->Compiled(stored));
+    parts.push_back(compiled.get());
+  }
+  std::optional<CompiledGlossary> own;
+  if (!terms.empty()) {
+    const size_t first = stored == nullptr ? 0 : stored->entries.size();
+    GLOSSA_ASSIGN_OR_RETURN(own, CompiledGlossary::Compile(std::move(terms), first));
+    parts.push_back(&*own);
+  }
   GLOSSA_ASSIGN_OR_RETURN(p->constraints,
-                          GlossaryConstraints(*p->model->model, texts, p->sources, terms,
+                          GlossaryConstraints(*p->model->model, texts, p->sources, parts,
                                               limits.max_glossary_terms_per_text));
   return absl::OkStatus();
 }
@@ -203,7 +210,7 @@ absl::Status TakeInlineTags(bool stream, std::vector<std::string>* texts, Prepar
 absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& request,
                                                const ModelRegistry& registry,
                                                const RequestLimits& limits, bool stream,
-                                               const GlossaryStore* glossaries) {
+                                               const GlossaryCache* glossaries) {
   PreparedRequest p;
   GLOSSA_ASSIGN_OR_RETURN(p.model, registry.Find(request.model()));
   const int n = request.texts_size();

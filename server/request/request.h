@@ -10,8 +10,8 @@
 #include "engine/document.h"
 #include "engine/text_job.h"
 #include "glossa/v1/translator.pb.h"
-#include "server/glossaries/glossary_store.h"
 #include "server/models/model_registry.h"
+#include "server/request/glossary_cache.h"
 #include "text/inline_tags.h"
 
 namespace glossa::server {
@@ -50,11 +50,12 @@ struct PreparedRequest {
 // the bytes are not a valid message.
 bool ParseTranslateRequest(const void* data, size_t size, v1::TranslateRequest* request);
 
-// glossaries: where glossary_id is looked up (nullptr: no stored glossaries).
+// glossaries: where glossary_id is looked up, and its compiled terms kept (nullptr: no stored
+// glossaries). A request's own glossary entries come after the stored glossary's.
 absl::StatusOr<PreparedRequest> PrepareRequest(const v1::TranslateRequest& request,
                                                const ModelRegistry& registry,
                                                const RequestLimits& limits, bool stream,
-                                               const GlossaryStore* glossaries = nullptr);
+                                               const GlossaryCache* glossaries = nullptr);
 
 void ToProto(const Translation& translation, bool return_scores, v1::Translation* out);
 

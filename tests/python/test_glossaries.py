@@ -293,8 +293,8 @@ class GlossaryServiceTest(GlossaryTestCase):
         listed = self.call("ListGlossaries", ts.pb.ListGlossariesRequest()).glossaries
 
         self.restart()
-        self.assertIn(f"glossa-server: {len(listed)} stored glossaries in {self.server.directory}",
-                      self.server.stdout_lines)
+        self.assertIn(f"glossa-server: {len(listed)} stored glossaries in {self.server.directory} "
+                      "(0.0 of --glossary_store_mb=64 MiB)", self.server.stdout_lines)
         self.assertEqual(list(self.call("ListGlossaries", ts.pb.ListGlossariesRequest()).glossaries),
                          list(listed))
         got = self.call("GetGlossary", ts.pb.GetGlossaryRequest(glossary_id=before[0].glossary_id))
@@ -377,6 +377,58 @@ class GlossaryServiceTest(GlossaryTestCase):
         self.assertFalse(any(name.endswith(".tmp") for name in self.files()), self.files())
         self.assertLessEqual(on_disk, set(self.listed()))
         self.assertNotIn("skipped", self.server.output())
+
+
+class StoreBoundTest(GlossaryTestCase):
+    """--glossary_store_mb: what the stored glossaries hold together is bounded. A full store
+    refuses a new one (gRPC RESOURCE_EXHAUSTED, HTTP 507) until others are deleted; a directory
+    past the bound at start is loaded whole."""
+
+    FLAGS = ("--glossary_store_mb", "1")
+    # 1,000 entries of an 8-byte source and a 245-byte target, each term counting 256 bytes
+    # besides its own: 765,000 bytes, so that one fits in 1 MiB and two do not.
+    BIG = "".join(f"term{i:04d}\t{i:03d} {'t' * 241}\n" for i in range(1000))
+    BIG_BYTES = 765000
+
+    def setUp(self):
+        for gid in self.listed():
+            self.call("DeleteGlossary", ts.pb.DeleteGlossaryRequest(glossary_id=gid))
+
+    def create_over_http(self, name, tsv):
+        return self.http_json("POST", "/v1/glossaries", {
+            "name": name, "sourceLanguage": "es", "targetLanguage": "en", "entriesText": tsv})
+
+    def test_a_full_store_refuses_until_one_is_deleted(self):
+        first = self.create("first", self.BIG)
+        status, answer = self.create_over_http("second", self.BIG)
+        self.assertHttpError(answer, status, 507, "--glossary_store_mb",
+                             f"hold {self.BIG_BYTES} bytes in memory and this one needs "
+                             f"{self.BIG_BYTES} more")
+        self.assertRpcError(lambda: self.create("second", self.BIG),
+                            grpc.StatusCode.RESOURCE_EXHAUSTED, "--glossary_store_mb")
+        self.assertEqual(self.listed(), [first.glossary_id])
+        small = self.create("small")  # what still fits is taken
+        status, info = self.create_over_http("small too", TSV)
+        self.assertEqual(status, 201, info)
+        self.call("DeleteGlossary", ts.pb.DeleteGlossaryRequest(glossary_id=first.glossary_id))
+        second = self.create("second", self.BIG)
+        self.assertEqual(self.listed(), [small.glossary_id, info["glossaryId"], second.glossary_id])
+
+    def test_a_directory_past_the_bound_is_loaded_whole(self):
+        self.restart("--glossary_store_mb", "2")
+        kept = [self.create(f"big {i}", self.BIG).glossary_id for i in range(2)]
+        self.restart()  # 1 MiB again
+        self.assertEqual(self.listed(), kept)
+        self.assertIn(f"glossa-server: 2 stored glossaries in {self.server.directory} "
+                      f"(1.5 of --glossary_store_mb=1 MiB)", self.server.stdout_lines)
+        self.assertIn(f"hold {2 * self.BIG_BYTES} bytes in memory, more than the {1 << 20} the "
+                      "store keeps (--glossary_store_mb): all are loaded", self.server.output())
+        got = self.call("GetGlossary", ts.pb.GetGlossaryRequest(glossary_id=kept[1]))
+        self.assertEqual(len(got.entries), 1000)
+        status, answer = self.create_over_http("small", TSV)
+        self.assertHttpError(answer, status, 507, "--glossary_store_mb")
+        self.call("DeleteGlossary", ts.pb.DeleteGlossaryRequest(glossary_id=kept[0]))
+        self.assertEqual(self.create("small").entry_count, 2)  # 765,000 bytes of 1 MiB held
 
 
 class TokenTest(GlossaryTestCase):

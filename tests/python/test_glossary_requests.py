@@ -182,6 +182,35 @@ class GlossaryRequestsTest(th.HttpTestCase):
             model=ts.MODEL_NAME, texts=text, glossary_id=info.glossary_id),
             timeout=ts.RPC_TIMEOUT_S), grpc.StatusCode.NOT_FOUND, info.glossary_id)
 
+    def test_a_stored_glossary_with_entries_of_the_request(self):
+        # The stored entries come first, then the request's: the same translation as all of them
+        # given in the request, every time the glossary is named; errors number them so too.
+        glossaries = ts.pb_grpc.GlossaryServiceStub(self.server.channel)
+        info = glossaries.CreateGlossary(ts.pb.CreateGlossaryRequest(
+            name="bible", source_language="es", target_language="en",
+            entries_text="luz\tbrightness\nDios\tthe Lord\n", entries_format="tsv"),
+            timeout=ts.RPC_TIMEOUT_S)
+        text = ["Y vió Dios que la luz era buena.", "Y llamó Dios a la luz Día."]
+        own = [ts.pb.GlossaryEntry(source="Día", targets=["daytime"])]
+        stored = [ts.pb.GlossaryEntry(source="luz", targets=["brightness"]),
+                  ts.pb.GlossaryEntry(source="Dios", targets=["the Lord"])]
+        inline = self.best(text, stored + own)
+        for _ in range(3):
+            request = self.glossary_request(text, own)
+            request.glossary_id = info.glossary_id
+            response = self.translator.Translate(request, timeout=ts.RPC_TIMEOUT_S)
+            by_id = [t.hypotheses[0] for t in response.translations]
+            self.assertEqual([list(h.token_ids) for h in by_id],
+                             [list(h.token_ids) for h in inline])
+        self.assertIn("daytime", by_id[1].text)
+        self.assertIn("brightness", by_id[0].text)
+        request = self.glossary_request(text, [ts.pb.GlossaryEntry(source="Día", targets=[""])])
+        request.glossary_id = info.glossary_id
+        self.assertRpcError(lambda: self.translator.Translate(request, timeout=ts.RPC_TIMEOUT_S),
+                            INVALID, "glossary entry 2, target 0: the term is empty")
+        glossaries.DeleteGlossary(ts.pb.DeleteGlossaryRequest(glossary_id=info.glossary_id),
+                                  timeout=ts.RPC_TIMEOUT_S)
+
     def test_terms_that_are_not_utf8_get_a_clear_error(self):
         def field(number, payload):
             return bytes([number << 3 | 2, len(payload)]) + payload

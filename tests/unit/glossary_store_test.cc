@@ -358,6 +358,89 @@ TEST(GlossaryStoreTest, TheStoreIsBoundedAndAFullStoreSaysSo) {
             "entries_text (tsv): line 2: more than 1 entries (the limit of a glossary)");
 }
 
+// "luz\tlight": two terms of 3 and 5 bytes, each counting kTermOverheadBytes more.
+constexpr int64_t kLuzLightBytes = 3 + 5 + 2 * kTermOverheadBytes;
+
+TEST(GlossaryStoreTest, TheStoresBytesAreBoundedAsAGlossarysAre) {
+  GlossaryLimits limits;
+  limits.max_bytes = kLuzLightBytes;  // "luz\tlight" is as big as one glossary may be
+  limits.max_store_bytes = 2 * kLuzLightBytes + 100;
+  auto store = OpenStore("", limits);
+  EXPECT_EQ(store->Create(Request("g", "luz\tlights\n")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto a = store->Create(Request("a"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(GlossaryHeldBytes((*store->Find(a->glossary_id()))->entries), kLuzLightBytes);
+  EXPECT_EQ(store->HeldBytes(), kLuzLightBytes);
+  ASSERT_TRUE(store->Create(Request("b")).ok());
+  EXPECT_EQ(store->HeldBytes(), 2 * kLuzLightBytes);
+  auto c = store->Create(Request("c"));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(c.status().message(),
+            "the stored glossaries hold 1040 bytes in memory and this one needs 520 more (each "
+            "term counts its bytes and 256 besides), past the 1140 bytes the server keeps for "
+            "them (glossa-server --glossary_store_mb): delete some first");
+  EXPECT_EQ(store->HeldBytes(), 2 * kLuzLightBytes);  // a refusal holds nothing
+  EXPECT_THAT(Names(*store), ElementsAre("a", "b"));
+  ASSERT_TRUE(store->Delete(a->glossary_id()).ok());  // a deletion frees its bytes
+  EXPECT_EQ(store->HeldBytes(), kLuzLightBytes);
+  EXPECT_TRUE(store->Create(Request("c")).ok());
+  EXPECT_THAT(Names(*store), ElementsAre("b", "c"));
+}
+
+TEST(GlossaryStoreTest, ConcurrentCreatesNeverPassTheByteBound) {
+  GlossaryLimits limits;
+  limits.max_store_bytes = 20 * kLuzLightBytes;
+  TempDir dir;
+  auto store = OpenStore(dir.path(), limits);  // files: each Create writes outside the lock
+  std::atomic<int> created{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        auto info = store->Create(Request("g"));
+        if (info.ok()) {
+          ++created;
+        } else {
+          EXPECT_EQ(info.status().code(), absl::StatusCode::kResourceExhausted);
+          ++refused;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(created, 20);
+  EXPECT_EQ(refused, 20);
+  EXPECT_EQ(store->HeldBytes(), limits.max_store_bytes);
+  EXPECT_EQ(dir.Files().size(), 20u);
+}
+
+// A directory that holds more than the bound (the flag was lowered): every glossary is loaded
+// and served, with a warning, and none is created until enough are deleted.
+TEST(GlossaryStoreTest, OpenLoadsEveryGlossaryPastTheByteBound) {
+  TempDir dir;
+  {
+    auto store = OpenStore(dir.path());
+    for (const char* name : {"one", "two", "three"}) ASSERT_TRUE(store->Create(Request(name)).ok());
+  }
+  GlossaryLimits limits;
+  limits.max_store_bytes = 2 * kLuzLightBytes;
+  testing::internal::CaptureStderr();
+  auto store = OpenStore(dir.path(), limits);
+  const std::string warnings = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(warnings, HasSubstr("hold 1560 bytes in memory, more than the 1040 the store keeps "
+                                  "(--glossary_store_mb): all are loaded"));
+  EXPECT_THAT(Names(*store), ElementsAre("one", "two", "three"));
+  EXPECT_EQ(store->HeldBytes(), 3 * kLuzLightBytes);
+  EXPECT_EQ(store->Create(Request("four")).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(store->Delete(store->List()[0].glossary_id()).ok());
+  EXPECT_EQ(store->Create(Request("four")).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(store->Delete(store->List()[0].glossary_id()).ok());
+  EXPECT_EQ(store->HeldBytes(), kLuzLightBytes);
+  EXPECT_TRUE(store->Create(Request("four")).ok());
+  EXPECT_THAT(Names(*store), ElementsAre("three", "four"));
+}
+
 TEST(GlossaryStoreTest, ConcurrentCreatesNeverPassTheBound) {
   GlossaryLimits limits;
   limits.max_glossaries = 20;
@@ -487,6 +570,7 @@ TEST(GlossaryStoreTest, AWriteThatFailsHalfWayLeavesNoFile) {
   EXPECT_THAT(log, HasSubstr("cannot write"));
   EXPECT_EQ(dir.Files(), std::vector<std::string>{first->glossary_id() + ".json"});
   EXPECT_THAT(Names(*store), ElementsAre("first"));
+  EXPECT_EQ(store->HeldBytes(), GlossaryHeldBytes((*store->Find(first->glossary_id()))->entries));
   EXPECT_TRUE(store->Create(Request("big", big)).ok());
   EXPECT_THAT(Names(*OpenStore(dir.path())), ElementsAre("first", "big"));
 }

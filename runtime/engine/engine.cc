@@ -506,9 +506,12 @@ int64_t Engine::StepOnce(Worker* worker) {
   const int64_t stepped_rows = worker->batch.stepped_rows();
   std::vector<std::unique_ptr<SequenceGroup>> finished;
   const absl::Time start = Now();
-  const absl::Status status = worker->batch.Step(&finished);
+  absl::Status status = worker->batch.Step(&finished);
   const absl::Time end = Now();
-  if (!status.ok()) {  // cannot happen within the KV budget; end what was running, loudly
+  // A model file overwritten since the load: this step (or the encoder before it) may have read
+  // the new bytes where weights stay in the file, so nothing it made is handed out.
+  if (status.ok() && model_->file().changed()) status = model_->file().ChangedError();
+  if (!status.ok()) {  // else cannot happen within the KV budget; end what was running, loudly
     EndEverySequence(worker, finished, status);
     return 0;
   }

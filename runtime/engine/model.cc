@@ -59,7 +59,9 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
   m->info_.dtype = ComputeTypeName(compute.compute);
   m->encoder_ = std::make_unique<Encoder>(m->info_.config, *m->weights_);
   m->decoder_ = std::make_unique<Decoder>(m->info_.config, *m->weights_);
-  m->file_->DropAllPages();
+  // The load read the file through its mapping; from here on only ModelFile::CopyOut reads it.
+  GLOSSA_RETURN_IF_ERROR(m->file_->CheckUnchanged());
+  m->file_->Unmap();
   return std::shared_ptr<const Model>(std::move(m));
 }
 

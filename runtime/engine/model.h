@@ -1,5 +1,8 @@
-// A loaded model: the mapped file, its config, typed weights, encoder, decoder and tokenizer.
-// Immutable after Load, so any number of threads may translate with it at once.
+// A loaded model: its file, config, typed weights, encoder, decoder and tokenizer. Immutable
+// after Load, so any number of threads may translate with it at once. The file is mapped while
+// it loads, then read only where weights stay in it (ModelFile::CopyOut): a file overwritten in
+// place after the load is noticed there (file().changed()), and the engine then refuses to
+// translate with the model (DATA_LOSS) rather than read the new bytes.
 #ifndef GLOSSA_RUNTIME_ENGINE_MODEL_H_
 #define GLOSSA_RUNTIME_ENGINE_MODEL_H_
 
@@ -46,7 +49,7 @@ inline constexpr char kArgmaxScreenFlagHelp[] =
     "the float32 output projection plus the float32 logits of the few tokens it cannot rule out: "
     "the same tokens, faster in steps of up to 64 sentences (CPUs with AVX-512 VNNI); the copy, "
     "one byte per output-layer weight (OPUS-MT big: 60 MB, NLLB-600M: 253 MB), is made by the "
-    "first such request. With it, the float32 output layer stays in the mapped model file until "
+    "first such request. With it, the float32 output layer stays in the model file until "
     "a request needs every logit (beam search, scores), which then starts copying it into the "
     "layout of the matrix products, once, on a thread of its own (NLLB-600M: 1 GB); a server "
     "that only decodes greedy without scores never holds that copy";

@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& pa
     return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
   }
   file->size_ = static_cast<uint64_t>(st.st_size);
+  file->opened_ = {file->size_, st.st_mtim, st.st_ctim};
   if (file->size_ > 0) {
     void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
@@ -89,6 +90,7 @@ absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& pa
       return absl::InternalError(absl::StrCat("cannot map '", path, "': ", std::strerror(err)));
     }
     file->base_ = static_cast<const uint8_t*>(p);
+    file->mapped_ = true;
   }
   file->fd_ = fd;
   GLOSSA_RETURN_IF_ERROR(file->ParseHeader(verify_checksums));
@@ -98,34 +100,75 @@ absl::StatusOr<std::unique_ptr<ModelFile>> ModelFile::Open(const std::string& pa
 void ModelFile::DropPages(const void* data, uint64_t bytes) const {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
   const uintptr_t base = reinterpret_cast<uintptr_t>(base_);
-  if (base_ == nullptr || begin < base || begin + bytes > base + size_) return;
+  if (!mapped_ || begin < base || begin + bytes > base + size_) return;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t first = (begin + page - 1) / page * page;  // whole pages inside the range only
   const uintptr_t last = (begin + bytes) / page * page;
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
-void ModelFile::CopyOut(const void* data, uint64_t bytes, void* out) const {
-  const auto* begin = static_cast<const uint8_t*>(data);
-  auto* to = static_cast<uint8_t*>(out);
-  const uintptr_t at = reinterpret_cast<uintptr_t>(data), base = reinterpret_cast<uintptr_t>(base_);
-  if (fd_ >= 0 && base_ != nullptr && at >= base && bytes <= size_ && at - base <= size_ - bytes) {
-    uint64_t done = 0;
-    while (done < bytes) {
-      const ssize_t n = ::pread(fd_, to + done, bytes - done, static_cast<off_t>(at - base + done));
-      if (n > 0) {
-        done += static_cast<uint64_t>(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else {
-        break;  // the mapping still reads what the file held when it was opened
-      }
-    }
-    if (done == bytes) return;
-    std::memcpy(to + done, begin + done, bytes - done);
+void ModelFile::Unmap() {
+  if (!mapped_) return;
+  // MAP_FIXED replaces the file's pages with an anonymous range that no access may touch.
+  void* p = ::mmap(const_cast<uint8_t*>(base_), size_, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  if (p == MAP_FAILED) {
+    DropAllPages();  // the mapping stays (no reservation could be made): its pages go at least
     return;
   }
-  std::memcpy(to, begin, bytes);
+  mapped_ = false;
+}
+
+ModelFile::Stamp ModelFile::StampNow() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return {};  // size 0 and no times: never the stamp of Open
+  return {static_cast<uint64_t>(st.st_size), st.st_mtim, st.st_ctim};
+}
+
+bool ModelFile::SameStamp(const Stamp& a, const Stamp& b) {
+  return a.size == b.size && a.mtime.tv_sec == b.mtime.tv_sec &&
+         a.mtime.tv_nsec == b.mtime.tv_nsec && a.ctime.tv_sec == b.ctime.tv_sec &&
+         a.ctime.tv_nsec == b.ctime.tv_nsec;
+}
+
+absl::Status ModelFile::CheckUnchanged() const {
+  const Stamp now = StampNow();
+  if (SameStamp(now, opened_)) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("model file '", path_, "' changed while it was loaded (",
+                                          opened_.size, " bytes when opened, ", now.size,
+                                          " now): load it again once it is written"));
+}
+
+absl::Status ModelFile::ChangedError() const {
+  return absl::DataLossError(absl::StrCat(
+      "model file '", path_, "' changed on disk after it was loaded (", opened_.size,
+      " bytes then, ", StampNow().size, " now): the weights the model still reads from it can "
+      "no longer be trusted, so it translates no more; load the model again"));
+}
+
+void ModelFile::CopyOut(const void* data, uint64_t bytes, void* out) const {
+  auto* to = static_cast<uint8_t*>(out);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(data), base = reinterpret_cast<uintptr_t>(base_);
+  if (fd_ < 0 || base_ == nullptr || at < base || bytes > size_ || at - base > size_ - bytes) {
+    std::memcpy(to, data, bytes);
+    return;
+  }
+  uint64_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(fd_, to + done, bytes - done, static_cast<off_t>(at - base + done));
+    if (n > 0) {
+      done += static_cast<uint64_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // an error, or the end of a file that is now shorter
+    }
+  }
+  // Checked after the read: a write or truncation that came before it (or during it) has moved
+  // the file's times by now.
+  if (done == bytes && SameStamp(StampNow(), opened_)) return;
+  std::memset(to, 0, bytes);
+  changed_.store(true, std::memory_order_release);
 }
 
 ModelFile::~ModelFile() {
@@ -154,9 +197,9 @@ absl::Status ModelFile::ParseHeader(bool verify_checksums) {
   const uint32_t header_crc = ReadLE<uint32_t>(base_ + 12);
   const uint64_t header_size = ReadLE<uint64_t>(base_ + 16);
   if (header_size > size_ - kPreambleSize) {
-    return absl::DataLossError(absl::StrCat(where, " is truncated: its header needs ", header_size,
-                                            " bytes but the file has ", size_ - kPreambleSize,
-                                            " after the preamble"));
+    return absl::DataLossError(absl::StrCat(where, " is truncated: ", size_,
+                                            " bytes, but its header alone needs ", header_size,
+                                            " bytes after the 24-byte preamble"));
   }
   const uint8_t* header = base_ + kPreambleSize;
   if (Crc32(header, header_size) != header_crc) {
@@ -183,6 +226,7 @@ absl::Status ModelFile::ParseHeader(bool verify_checksums) {
       !header_["tensors"].is_array()) {
     return absl::DataLossError(absl::StrCat(where, ": header is not valid JSON with a tensor list"));
   }
+  GLOSSA_RETURN_IF_ERROR(CheckSize(where));
   std::vector<Check> checks;
   for (const auto& entry : header_["tensors"]) {
     absl::Status s = AddTensor(entry, checks);
@@ -192,6 +236,28 @@ absl::Status ModelFile::ParseHeader(bool verify_checksums) {
   absl::Status s = VerifyChecksums(checks);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
   return absl::OkStatus();
+}
+
+absl::Status ModelFile::CheckSize(const std::string& where) const {
+  uint64_t expected = 0;
+  std::string last;
+  for (const auto& entry : header_["tensors"]) {
+    if (!entry.is_object()) continue;
+    const auto offset = entry.find("offset"), size = entry.find("size");
+    if (offset == entry.end() || size == entry.end() || !offset->is_number_unsigned() ||
+        !size->is_number_unsigned()) {
+      continue;  // AddTensor names what is wrong with the entry
+    }
+    const uint64_t begin = offset->get<uint64_t>(), bytes = size->get<uint64_t>();
+    if (bytes > UINT64_MAX - begin || begin + bytes <= expected) continue;
+    expected = begin + bytes;
+    const auto name = entry.find("name");
+    last = name != entry.end() && name->is_string() ? name->get<std::string>() : "";
+  }
+  if (expected <= size_) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(where, " is truncated: ", size_, " bytes, but its header "
+                                          "lists tensors up to byte ", expected, " (tensor '",
+                                          last, "'), so it should be ", expected, " bytes"));
 }
 
 absl::Status ModelFile::VerifyChecksums(const std::vector<Check>& checks) const {
@@ -302,6 +368,20 @@ absl::StatusOr<const float*> ModelFile::FloatTensor(absl::string_view name,
                      expected.ShapeString(), " float32"));
   }
   return t->f32();
+}
+
+absl::StatusOr<const float*> ModelFile::OwnedFloatTensor(absl::string_view name,
+                                                         const std::vector<int64_t>& shape) const {
+  GLOSSA_ASSIGN_OR_RETURN(const float* mapped, FloatTensor(name, shape));
+  GLOSSA_ASSIGN_OR_RETURN(const TensorView* t, Tensor(name));
+  absl::MutexLock lock(&owned_mu_);
+  std::unique_ptr<float[]>& copy = owned_[std::make_pair(static_cast<const void*>(mapped),
+                                                        t->size_bytes)];
+  if (copy == nullptr) {
+    copy.reset(new float[static_cast<size_t>(t->NumElements())]);
+    std::memcpy(copy.get(), mapped, t->size_bytes);
+  }
+  return copy.get();
 }
 
 absl::StatusOr<std::string> ModelFile::Bytes(absl::string_view name) const {

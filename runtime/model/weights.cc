@@ -9,7 +9,10 @@
 namespace glossa {
 namespace {
 
-// Reads a few rows of weights left in `file` without mapping its pages (ModelFile::CopyOut).
+// Reads weights left in `file` without mapping its pages (ModelFile::CopyOut): embedding rows, and
+// every read a Linear makes of its weights in the file once it is constructed (a loaded model's
+// file is not mapped: ModelFile::Unmap). Biases, norms and position tables, read in place
+// by every step, are copies the ModelFile owns (OwnedFloatTensor).
 ops::StoredCopy CopyOut(const ModelFile& file) {
   return [&file](const void* from, uint64_t bytes, void* to) { file.CopyOut(from, bytes, to); };
 }
@@ -44,13 +47,14 @@ class Finder {
   absl::StatusOr<std::unique_ptr<Linear>> LinearLayer(const std::string& prefix, int64_t in,
                                                       int64_t out, Activation act) {
     GLOSSA_ASSIGN_OR_RETURN(LinearWeights w, Matrix(prefix + ".weight", out, in));
-    GLOSSA_ASSIGN_OR_RETURN(const float* b, file_.FloatTensor(prefix + ".bias", {out}));
+    GLOSSA_ASSIGN_OR_RETURN(const float* b, file_.OwnedFloatTensor(prefix + ".bias", {out}));
     return MakeLinear(file_, w, b, in, out, act, compute_);
   }
 
   // oneDNN throws when it has no kernel for the compute type on this CPU. A packed Linear keeps
   // its own copy of the weights: the mapped originals need not stay in memory (the process's RSS
-  // would hold the weights twice), and are dropped slice by slice as they are copied.
+  // would hold the weights twice), and are dropped slice by slice as they are copied. Once
+  // constructed it reads them only through CopyOut (ops/linear.h's copy_plain).
   static absl::StatusOr<std::unique_ptr<Linear>> MakeLinear(const ModelFile& file,
                                                             const LinearWeights& w,
                                                             const float* bias, int64_t in,
@@ -72,8 +76,8 @@ class Finder {
 
   absl::StatusOr<LayerNormWeights> Norm(const std::string& prefix) {
     LayerNormWeights n;
-    GLOSSA_ASSIGN_OR_RETURN(n.gamma, file_.FloatTensor(prefix + ".weight", {d_}));
-    GLOSSA_ASSIGN_OR_RETURN(n.beta, file_.FloatTensor(prefix + ".bias", {d_}));
+    GLOSSA_ASSIGN_OR_RETURN(n.gamma, file_.OwnedFloatTensor(prefix + ".weight", {d_}));
+    GLOSSA_ASSIGN_OR_RETURN(n.beta, file_.OwnedFloatTensor(prefix + ".bias", {d_}));
     return n;
   }
 
@@ -97,8 +101,8 @@ class Finder {
         ops::RowCache::kDefaultBytes / (d_ * static_cast<int64_t>(sizeof(float))));
     GLOSSA_ASSIGN_OR_RETURN(
         s.embed_positions,
-        file_.FloatTensor(prefix + ".embed_positions.weight",
-                          {int64_t{c.max_positions} + c.position_offset, d_}));
+        file_.OwnedFloatTensor(prefix + ".embed_positions.weight",
+                               {int64_t{c.max_positions} + c.position_offset, d_}));
     if (c.layernorm_embedding) {
       GLOSSA_ASSIGN_OR_RETURN(s.embedding_norm, Norm(prefix + ".layernorm_embedding"));
     }
@@ -116,7 +120,7 @@ class Finder {
 
 // With a screen on this CPU the output projection's packing waits (ops/linear.h's
 // Packing::kDeferred): greedy steps without scores read the screen's int8 copy and a few float32
-// slabs from the mapped file.
+// slabs from the file (ModelFile::CopyOut).
 bool ProjectionDeferred(const WeightOptions& options) {
   return options.argmax_screen && options.output_compute == ComputeType::kFloat32 &&
          ArgMaxScreen::Supported();
@@ -129,7 +133,7 @@ absl::StatusOr<std::unique_ptr<Linear>> LoadOutputProjection(const ModelFile& fi
   GLOSSA_ASSIGN_OR_RETURN(LinearWeights head,
                           find.Matrix("lm_head.weight", c.target_vocab_size, c.d_model));
   GLOSSA_ASSIGN_OR_RETURN(const float* bias,
-                          file.FloatTensor("final_logits_bias", {c.target_vocab_size}));
+                          file.OwnedFloatTensor("final_logits_bias", {c.target_vocab_size}));
   return Finder::MakeLinear(
       file, head, bias, c.d_model, c.target_vocab_size, Activation::kNone, options.output_compute,
       ProjectionDeferred(options) ? Linear::Packing::kDeferred : Linear::Packing::kNow);

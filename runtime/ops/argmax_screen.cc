@@ -302,9 +302,9 @@ bool ArgMaxScreen::Quantize(int64_t slab_stride, const float* bias) {
     bias_[j] = b;
     bias_max = std::max(bias_max, std::fabs(static_cast<double>(b)));
   }
-  // With the Linear's packing deferred, its slabs come from the caller's weights (a mapped file),
-  // whose pages are released every kReleaseSlabs slabs: the screen's build does not leave them
-  // in this process's memory.
+  // With the Linear's packing deferred, its slabs come from the caller's weights: copied out of a
+  // model file, or, read in place, with their pages released every kReleaseSlabs slabs, so that
+  // the screen's build does not leave them in this process's memory.
   constexpr int64_t kReleaseSlabs = 64;
   std::vector<float> scratch(linear_.packed() ? 0 : slab_stride);
   for (int64_t s = 0; s < slabs_; ++s) {

@@ -274,17 +274,26 @@ Linear::Linear(const LinearWeights& weights, const float* bias, int64_t in, int6
                            memory::desc({in, out}, TypesOf(compute_).weights, tag::any), bias_mem_,
                            dnnl::primitive_attr());
   const memory::desc preferred = pd.weights_desc();
-  if (preferred == plain_weight_mem_.get_desc()) return;
+  if (preferred == plain_weight_mem_.get_desc()) {
+    // Never packed: the products read the plain weights, the Linear's own with copy_plain.
+    if (copy_plain_ && callers_ != nullptr) {
+      const size_t bytes = plain_weight_mem_.get_desc().get_size();
+      plain_copy_.assign(static_cast<const uint8_t*>(callers_),
+                         static_cast<const uint8_t*>(callers_) + bytes);
+      plain_weight_mem_.set_data_handle(plain_copy_.data());
+    }
+    return;
+  }
   packed_desc_ = preferred;
   if (compute_ == ComputeType::kFloat32) slab_stride_ = gemv::SlabStride(preferred, in);
   deferred_ = packing == Packing::kDeferred && compute_ == ComputeType::kFloat32 &&
               slab_stride_ != 0 && own_f32_.empty() && activation_ == Activation::kNone;
   if (!deferred_) Pack();
-  ReleaseConvertedCopy();
+  ReleasePlain();
 }
 
-void Linear::ReleaseConvertedCopy() {
-  if (!packed() || (own_s8_.empty() && own_bf16_.empty())) return;
+void Linear::ReleasePlain() {
+  if (!packed() || (own_s8_.empty() && own_bf16_.empty() && !ReadsCallersThroughCopy())) return;
   std::vector<int8_t>().swap(own_s8_);
   std::vector<uint16_t>().swap(own_bf16_);
   plain_weight_mem_.set_data_handle(nullptr);
@@ -323,19 +332,30 @@ void Linear::Pack() const {
   // One thread: the copy is memory-bound (~10 ms for the whole demo model), and a model may be
   // loaded while engine workers compute, where an OpenMP team would spin against them.
   OneOmpThread one_thread;
-  if (!packed_slice_ || !PackInSlices()) {
+  // A deferred Linear packs after the constructor: with copy_plain, from slices copied out.
+  const bool copy = deferred_ && ReadsCallersThroughCopy();
+  if (!(packed_slice_ || copy) || !PackInSlices(copy)) {
     memory plain = plain_weight_mem_;  // a handle: execute takes non-const ones
+    std::vector<uint8_t> copied;
+    if (copy) {
+      copied.resize(plain_weight_mem_.get_desc().get_size());
+      copy_plain_(callers_, copied.size(), copied.data());
+      plain = memory(plain_weight_mem_.get_desc(), CpuEngine(), copied.data());
+    }
     dnnl::reorder(plain, packed_weight_mem_).execute(ThreadStream(), plain, packed_weight_mem_);
     ThreadStream().wait();
-    if (packed_slice_) {
+    if (packed_slice_ && !copy) {
       packed_slice_(plain_weight_mem_.get_data_handle(), plain_weight_mem_.get_desc().get_size());
     }
   }
   packed_.store(true, std::memory_order_release);
+  if (!deferred_) return;
   // Products that ran from the plain weights while this copied them (StartPacking) may have
   // mapped pages again behind the slices' drops.
-  if (deferred_ && packed_slice_) {
-    packed_slice_(plain_weight_mem_.get_data_handle(), plain_weight_mem_.get_desc().get_size());
+  if (packed_slice_ && !copy) packed_slice_(callers_, plain_weight_mem_.get_desc().get_size());
+  if (copy) {  // under create_mu_, as RestorePlain: the caller's weights are not read again
+    plain_weight_mem_.set_data_handle(nullptr);
+    plain_released_ = true;
   }
 }
 
@@ -354,19 +374,28 @@ void Linear::StartPacking() const {
   }
 }
 
-bool Linear::PackInSlices() const {
+bool Linear::PackInSlices(bool copy) const {
   const memory::desc plain = plain_weight_mem_.get_desc(), packed = packed_weight_mem_.get_desc();
   const size_t row_bytes = plain.get_size() / static_cast<size_t>(out_);
   // Whole multiples of 256 output rows: the packed layouts block output rows by 16 to 64, and a
-  // slice must start on a block.
+  // slice must start on a block. Slices copied out are ~1 MB: their buffer is held only while
+  // this packs, but the heap keeps what it grew to (with 16 MB slices a beam-search run of the
+  // demo model peaks 13-14 MB higher: docs/performance.md).
+  const int64_t slice_bytes = copy ? int64_t{1} << 20 : kPackSliceBytes;
   const int64_t slice =
-      std::max<int64_t>(256, kPackSliceBytes / static_cast<int64_t>(row_bytes) / 256 * 256);
+      std::max<int64_t>(256, slice_bytes / static_cast<int64_t>(row_bytes) / 256 * 256);
   const auto* plain_bytes = static_cast<const uint8_t*>(plain_weight_mem_.get_data_handle());
+  std::vector<uint8_t> copied(copy ? static_cast<size_t>(std::min(slice, out_)) * row_bytes : 0);
   for (int64_t first = 0; first < out_; first += slice) {
     const int64_t rows = std::min(slice, out_ - first);
     try {
       memory src(plain.submemory_desc({in_, rows}, {0, first}), CpuEngine(),
                  plain_weight_mem_.get_data_handle());
+      if (copy) {  // the slice's rows, copied out: a plain [rows, in] matrix of their own
+        copy_plain_(static_cast<const uint8_t*>(callers_) + first * row_bytes, rows * row_bytes,
+                    copied.data());
+        src = memory({{in_, rows}, TypesOf(compute_).weights, tag::ba}, CpuEngine(), copied.data());
+      }
       memory dst(packed.submemory_desc({in_, rows}, {0, first}), CpuEngine(),
                  packed_weight_mem_.get_data_handle());
       dnnl::reorder(src, dst).execute(ThreadStream(), src, dst);
@@ -374,7 +403,9 @@ bool Linear::PackInSlices() const {
     } catch (const dnnl::error&) {
       return false;
     }
-    packed_slice_(plain_bytes + first * row_bytes, static_cast<size_t>(rows) * row_bytes);
+    if (packed_slice_ && !copy) {
+      packed_slice_(plain_bytes + first * row_bytes, static_cast<size_t>(rows) * row_bytes);
+    }
   }
   return true;
 }
@@ -434,6 +465,7 @@ void Linear::PrepareWeights(const LinearWeights& w) {
       break;
     }
   }
+  if (keep) callers_ = data;
   plain_weight_mem_ =
       memory({{in_, out_}, types.weights, tag::ba}, CpuEngine(), const_cast<void*>(data));
 }
@@ -448,6 +480,7 @@ Linear::Linear(Linear&& other) noexcept
       own_s8_(std::move(other.own_s8_)),
       plain_copy_(std::move(other.plain_copy_)),
       plain_released_(other.plain_released_),
+      callers_(other.callers_),
       scales_(std::move(other.scales_)),
       col_sums_(std::move(other.col_sums_)),
       bias_(other.bias_),
@@ -539,15 +572,21 @@ const float* Linear::Float32Slab(int64_t s, float* scratch) const {
   if (packed()) {
     return static_cast<const float*>(packed_weight_mem_.get_data_handle()) + s * slab_stride_;
   }
-  const int64_t first = s * gemv::kSlabCols;
-  gemv::PlainToSlab(static_cast<const float*>(plain_weight_mem_.get_data_handle()) + first * in_,
-                    in_, std::min(gemv::kSlabCols, out_ - first), scratch);
+  const int64_t first = s * gemv::kSlabCols, cols = std::min(gemv::kSlabCols, out_ - first);
+  const float* rows = static_cast<const float*>(callers_) + first * in_;
+  if (copy_plain_) {  // the slab's rows, copied out of the caller's weights
+    thread_local std::vector<float> copied;
+    if (copied.size() < static_cast<size_t>(cols * in_)) copied.resize(cols * in_);
+    copy_plain_(rows, static_cast<uint64_t>(cols * in_) * sizeof(float), copied.data());
+    rows = copied.data();
+  }
+  gemv::PlainToSlab(rows, in_, cols, scratch);
   return scratch;
 }
 
 void Linear::ReleasePlainColumns(int64_t first, int64_t cols) const {
-  if (!deferred_ || !packed_slice_ || cols <= 0) return;
-  const auto* plain = static_cast<const uint8_t*>(plain_weight_mem_.get_data_handle());
+  if (!deferred_ || !packed_slice_ || copy_plain_ || cols <= 0) return;
+  const auto* plain = static_cast<const uint8_t*>(callers_);
   packed_slice_(plain + first * in_ * 4, static_cast<size_t>(cols * in_ * 4));
 }
 
@@ -569,9 +608,9 @@ bool Linear::ForwardColumns(const float* x, int64_t rows, int64_t first, int64_t
 }
 
 // Per-thread buffers of ForwardFromPlain: one slab in the packed layout (64-byte aligned, as
-// ops/gemv.h's kernel loads it), its plain rows when copied out (copy_plain_), and its product.
+// ops/gemv.h's kernel loads it) and its product.
 struct PlainScratch {
-  std::vector<float> slab, rows, product;
+  std::vector<float> slab, product;
   float* Slab(int64_t floats) {
     constexpr int64_t kAlign = 64 / sizeof(float);
     if (static_cast<int64_t>(slab.size()) < floats + kAlign) slab.resize(floats + kAlign);
@@ -589,20 +628,11 @@ bool Linear::ForwardFromPlain(const float* x, int64_t rows, int64_t first, int64
   float* slab = scratch.Slab(slab_stride_);
   scratch.product.resize(std::max<size_t>(scratch.product.size(), rows * kCols));
   const float* bias = bias_mem_ ? static_cast<const float*>(bias_mem_.get_data_handle()) : nullptr;
-  // A few columns (the screen's candidates) without release: their rows are copied out of the
-  // caller's weights, which then never map into this process (ModelFile::CopyOut).
-  const bool copy = !release && copy_plain_;
-  if (copy) scratch.rows.resize(std::max<size_t>(scratch.rows.size(), kCols * in_));
   for (int64_t c = first; c < first + cols; c += kCols) {
     const int64_t n = std::min(kCols, first + cols - c);
-    const float* weights = slab;
-    if (copy && !packed()) {
-      copy_plain_(static_cast<const float*>(plain_weight_mem_.get_data_handle()) + c * in_,
-                  static_cast<uint64_t>(n * in_) * sizeof(float), scratch.rows.data());
-      gemv::PlainToSlab(scratch.rows.data(), in_, n, slab);
-    } else {
-      weights = Float32Slab(c / kCols, slab);
-    }
+    // With copy_plain, the slab's rows are copied out of the caller's weights (a file that
+    // then never maps into this process: ModelFile::CopyOut).
+    const float* weights = Float32Slab(c / kCols, slab);
     const gemv::PackedWeights w{weights, in_, n, slab_stride_, chunk};
     gemv::Forward(w, x, rows, bias != nullptr ? bias + c : nullptr, false, activation_,
                   scratch.product.data());

@@ -1,13 +1,14 @@
 // A fully connected layer over oneDNN: y = act(x · Wᵀ + b) [+ y].
 //
-// Weights: the model file holds them in PyTorch layout [out, in] (memory-mapped). At construction
-// they are reordered once into the blocked layout that oneDNN's brgemm matmul prefers (the one it
-// picks for `format_tag::any`), in an owned, aligned buffer. Used in place through the
-// {in, out}:ba view, brgemm instead repacks the weights on every call, which made small-row matmuls
-// 2.5-3x slower (see tests/bench/linear_bench.cc). Should oneDNN ever pick another layout for some
-// row count, that primitive falls back to the caller's [out, in] weights, which is why they must
-// still outlive the Linear. A Linear made with Packing::kDeferred (see there) packs later, when
-// first needed.
+// Weights: the model file holds them in PyTorch layout [out, in] (memory-mapped while it loads).
+// At construction they are reordered once into the blocked layout that oneDNN's brgemm matmul
+// prefers (the one it picks for `format_tag::any`), in an owned, aligned buffer. Used in place
+// through the {in, out}:ba view, brgemm instead repacks the weights on every call, which made
+// small-row matmuls 2.5-3x slower (see tests/bench/linear_bench.cc). Should oneDNN ever pick
+// another layout for some row count, that primitive falls back to the plain [out, in] weights:
+// the caller's, which is why they must still outlive the Linear, or, with copy_plain (see the
+// constructor), a copy made back from the packed one. A Linear made with Packing::kDeferred (see
+// there) packs later, when first needed.
 //
 // Rows: a call runs as ceil(rows / P) pieces of near-equal size, P = kSmallPieceRows (64), or
 // kMaxPieceRows (256) for weights over kLargeWeightBytes (the output projection). Primitives
@@ -114,15 +115,17 @@ class Linear {
   // each 64-column slab they need from the caller's weights into a per-thread buffer in the
   // packed layout and run ops/gemv.h's kernel on it (Float32Slab): the same bits as the packed
   // copy gives, without holding it. A greedy-only process then keeps NLLB-600M's 1 GB output
-  // projection in the mapped file (the screen reads its int8 copy; only candidates' slabs are
+  // projection in the model file (the screen reads its int8 copy; only candidates' slabs are
   // read in float32), and packs it when a step first needs every logit (beam search, scores).
   enum class Packing { kNow, kDeferred };
 
-  // Throws dnnl::error when oneDNN has no kernel for `compute` on this CPU. `copy_plain`: how a
-  // deferred Linear reads the slabs of a few columns (ForwardColumns, the screen's candidates)
-  // from the caller's weights (a mapped file: ModelFile::CopyOut, so that they stay unmapped);
-  // empty: in place. Products over every column and the screen's build read in place and
-  // release the pages as they go (packed_slice).
+  // Throws dnnl::error when oneDNN has no kernel for `compute` on this CPU. `copy_plain`: how the
+  // Linear reads the caller's weights once the constructor is done (a model file that may be
+  // overwritten while it serves: ModelFile::CopyOut); empty: in place. With it, the caller's
+  // weights are read in place only by the constructor: a deferred Linear copies each slab it
+  // reads (ForwardColumns, the screen's build, products over every column) and each slice it
+  // packs through it; a packed Linear that wants the plain layout for some row count makes it
+  // back from its packed copy; one never packed (tiny shapes) keeps a copy of its own.
   Linear(const LinearWeights& weights, const float* bias, int64_t in, int64_t out,
          Activation activation, ComputeType compute, const PackedSliceDone& packed_slice = {},
          Packing packing = Packing::kNow, ops::StoredCopy copy_plain = {});
@@ -184,8 +187,9 @@ class Linear {
   // floats; columns past out() zero; 64-byte aligned where handed to ops/gemv.h's kernel,
   // which loads it aligned). Only where Float32SlabLayout().slab_stride is not 0.
   const float* Float32Slab(int64_t s, float* scratch) const;
-  // While packing is deferred: hands columns [first, first + cols) of the caller's weights to
-  // the constructor's packed_slice callback (a mapped file drops those pages); else nothing.
+  // While packing is deferred and the caller's weights are read in place (no copy_plain): hands
+  // columns [first, first + cols) of them to the constructor's packed_slice callback (a mapped
+  // file drops those pages); else nothing.
   void ReleasePlainColumns(int64_t first, int64_t cols) const;
   // Columns [first, first + cols) of Forward(x, rows) (no accumulation), bit for bit, through
   // ops/gemv.h's kernel, into y [rows, cols]; first a multiple of gemv::kSlabCols, rows at most
@@ -218,14 +222,15 @@ class Linear {
   // once converted, and the whole range at the end (pages straddling two slices).
   void ConvertInSlices(const float* f32, bool report,
                        absl::FunctionRef<void(int64_t first, int64_t rows)> convert);
-  // Once packed: frees own_s8_ / own_bf16_ (plain_weight_mem_ then has no data until
-  // RestorePlain).
-  void ReleaseConvertedCopy();
-  // Makes plain_copy_ from the packed weights for plain_weight_mem_ if ReleaseConvertedCopy
-  // freed its data (once; under create_mu_).
+  // Once packed: frees own_s8_ / own_bf16_, and lets go of the caller's weights where they are
+  // read through copy_plain_ (plain_weight_mem_ then has no data until RestorePlain).
+  void ReleasePlain();
+  // Makes plain_copy_ from the packed weights for plain_weight_mem_ if ReleasePlain (or a
+  // deferred Pack) let go of its data (once; under create_mu_).
   void RestorePlain() const;
   // Makes packed_weight_mem_ (layout packed_desc_) from the caller's weights, reporting slices
-  // to packed_slice_, and sets packed_. Under create_mu_ once constructed.
+  // to packed_slice_, and sets packed_. Under create_mu_ once constructed. A deferred Linear
+  // with copy_plain_ reads them through it and then lets go of them, as ReleasePlain.
   void Pack() const;
   // Columns [first, first + cols) of a float32 product from the caller's weights, slab by slab
   // (Float32Slab), into y with row stride y_stride; with `release`, the weights' pages are
@@ -233,10 +238,14 @@ class Linear {
   // ops/gemv.h's kernel does not reproduce Forward.
   bool ForwardFromPlain(const float* x, int64_t rows, int64_t first, int64_t cols, float* y,
                         int64_t y_stride, bool release) const;
-  // Copies the plain weights into packed_weight_mem_ in slices of output rows, reporting each;
+  // Copies the plain weights into packed_weight_mem_ in slices of output rows, reporting each
+  // (with `copy`: each slice's rows copied out through copy_plain_ first, none reported);
   // false when oneDNN cannot address such a slice of the packed layout (nothing reported then
   // is wrong, but the copy must be made whole).
-  bool PackInSlices() const;
+  bool PackInSlices(bool copy) const;
+  // The caller's weights are the plain ones and are read only through copy_plain_ once the
+  // constructor is done.
+  bool ReadsCallersThroughCopy() const { return callers_ != nullptr && copy_plain_ != nullptr; }
   void ForwardPiece(const float* x, int64_t rows, float* y, bool accumulate) const;
   void ForwardInt8Piece(const float* x, int64_t rows, float* y, bool accumulate) const;
   // float32 calls of at most gemv::RowLimit() rows, through ops/gemv.h where it reproduces oneDNN's
@@ -272,10 +281,13 @@ class Linear {
   std::vector<float> own_f32_;
   std::vector<uint16_t> own_bf16_;
   std::vector<int8_t> own_s8_;
-  // The plain weights made back from the packed copy after ReleaseConvertedCopy, when a
-  // primitive wants them (RestorePlain); plain_released_: own_s8_ / own_bf16_ were freed.
+  // The plain weights made back from the packed copy after ReleasePlain, when a primitive wants
+  // them (RestorePlain), or, never packed, a copy of the caller's read through copy_plain_;
+  // plain_released_: plain_weight_mem_'s data was let go of.
   mutable std::vector<uint8_t> plain_copy_;
-  bool plain_released_ = false;
+  mutable bool plain_released_ = false;
+  // The caller's weights, where the compute type uses them as they are (null otherwise).
+  const void* callers_ = nullptr;
   // int8 only: per-output-row weight scales, the sums of each output row's s8 weights (to take the
   // input's zero point back out), and the bias, applied in our epilogue rather than by oneDNN.
   std::vector<float> scales_;

@@ -21,8 +21,9 @@
 namespace glossa::ops {
 
 // How a few rows of a large stored table are read: copied from `from` (inside the table) to `to`.
-// Empty: read in place. Weights left in a mapped model file give ModelFile::CopyOut, which reads
-// the file instead of its mapping, so that the pages stay out of this process's memory.
+// Empty: read in place. Weights left in a model file give ModelFile::CopyOut, which reads the
+// file (pread) instead of its mapping: the pages stay out of this process's memory, and a file
+// overwritten in place after the load is noticed instead of read.
 using StoredCopy = std::function<void(const void* from, uint64_t bytes, void* to)>;
 
 class RowCache;  // ops/row_cache.h

@@ -1,5 +1,5 @@
-// The models a server holds: each a mapped model file and the engine that runs it, and the
-// models it may load (catalogued: --models_dir, `dir=` in --model_config), known by their cards
+// The models a server holds: each a model loaded from its file and the engine that runs it, and
+// the models it may load (catalogued: --models_dir, `dir=` in --model_config), known by their cards
 // (model_card.h) until their first request loads them.
 //
 // Under a memory budget (--max_loaded_mb), loading a model first unloads the least recently used

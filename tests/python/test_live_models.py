@@ -13,6 +13,11 @@ Translate and TranslateStream requests all along, while the test
   (d) points c at a corrupt file, then writes a file that does not parse, each with SIGHUP.
 No request may fail, except NOT_FOUND for b once its removal began; health follows each name;
 the failed load is counted in glossa_model_load_failures_total and changes nothing.
+
+And a served model file overwritten in place, as `cp` does it (the same inode truncated, then
+written): the server stays up, refuses the truncated file with its size and the size it should
+have, answers DATA_LOSS for what the model loaded before would have to read from the file, and
+loads the whole file once it is back.
 """
 
 import os
@@ -240,6 +245,47 @@ class LiveModelsTest(unittest.TestCase):
         print(f"\nrequests by (model, outcome): {sorted(counts.items())}", file=sys.stderr)
         if os.environ.get("GLOSSA_TEST_VERBOSE"):
             print(server.output(), file=sys.stderr)
+
+    def test_a_served_file_overwritten_in_place(self):
+        served = os.path.join(self.dir, "served.glossa")
+        shutil.copyfile(ts.MODEL, served)
+        with open(ts.MODEL, "rb") as f:
+            whole = f.read()
+        self.write_config(f"m={served}\n")
+        server = self.start()
+        stub = ts.pb_grpc.TranslatorStub(server.channel)
+
+        def translate(text):
+            request = ts.pb.TranslateRequest(model="m", texts=[text],
+                                             options=ts.pb.DecodingOptions(beam_size=1))
+            return stub.Translate(request, timeout=ts.RPC_TIMEOUT_S).translations[0]
+
+        expected = translate(ts.SHORT).hypotheses[0].text
+        failed = self.reloads(server, "failed")
+        with open(served, "wb") as f:  # O_TRUNC: the same inode, as cp writes its destination
+            f.write(whole[:len(whole) // 2])
+        self.wait_reload(server, "failed", failed)
+        # Words the model has not read yet: their embedding rows are still in the file.
+        with self.assertRaises(ts.grpc.RpcError) as raised:
+            translate("Los pescadores remendaban sus redes junto al mar.")
+        if raised.exception.code() != ts.grpc.StatusCode.DATA_LOSS:
+            try:  # a server that died (SIGBUS: -7) may not have been reaped yet
+                server.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            self.fail(f"{raised.exception.code()}, server exit status {server.proc.poll()}\n"
+                      f"{server.output()}")
+        self.assertIsNone(server.proc.poll(), server.output())
+        self.assertIn("changed on disk after it was loaded", raised.exception.details())
+        self.assertIn(f"is truncated: {len(whole) // 2} bytes", server.output())
+        self.assertIn(f"so it should be {len(whole)} bytes", server.output())
+
+        ok = self.reloads(server, "ok")
+        with open(served, "wb") as f:
+            f.write(whole)
+        self.wait_reload(server, "ok", ok)
+        self.assertEqual(translate(ts.SHORT).hypotheses[0].text, expected)
+        self.assertEqual(server.stop(), 0, server.output())
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/test_util.h"
 #include "engine/model.h"
 #include "gmock/gmock.h"
@@ -124,19 +125,24 @@ TEST_F(ModelFileTest, MissingFileIsNotFound) {
 
 TEST_F(ModelFileTest, TruncatedPreamble) {
   const absl::Status s = LoadBytes(original_.substr(0, 10));
-  EXPECT_THAT(s.message(), HasSubstr("truncated"));
+  EXPECT_THAT(s.message(), HasSubstr(path_ + "' is truncated: 10 bytes"));
 }
 
+// A file cut short (a copy that stopped half way) is refused with its size and the size its
+// header calls for: the file ends right after its last tensor.
 TEST_F(ModelFileTest, TruncatedTensors) {
-  const absl::Status s = LoadBytes(original_.substr(0, original_.size() / 2));
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), HasSubstr("truncated"));
-  EXPECT_THAT(s.message(), HasSubstr("extends past the end"));
+  for (const size_t size : {original_.size() / 2, original_.size() - 1}) {
+    const absl::Status s = LoadBytes(original_.substr(0, size));
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("model file '", path_, "' is truncated: ",
+                                                    size, " bytes")));
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("should be ", original_.size(), " bytes")));
+  }
 }
 
 TEST_F(ModelFileTest, TruncatedHeader) {
   const absl::Status s = LoadBytes(original_.substr(0, 100));
-  EXPECT_THAT(s.message(), HasSubstr("truncated"));
+  EXPECT_THAT(s.message(), HasSubstr(path_ + "' is truncated: 100 bytes, but its header alone"));
 }
 
 TEST_F(ModelFileTest, BitFlipInATensor) {

@@ -421,27 +421,35 @@ TEST(LinearDeferredPackingTest, GivesThePackedBitsUntilPackedThenPacks) {
   EXPECT_EQ(released - released_before, static_cast<size_t>(2 * out * in * 4));
 }
 
-// With copy_plain (a model file's CopyOut) a deferred Linear copies the rows of a few columns'
-// slabs out of the caller's weights (ForwardColumns: the screen's candidates) instead of reading
-// them in place, and gives the same bits; a product over every column reads in place, releasing.
-TEST(LinearDeferredPackingTest, CopiesAFewColumnsOutAndReadsEveryColumnInPlace) {
+// With copy_plain (a model file's CopyOut, the file possibly overwritten since) a deferred Linear
+// reads the caller's weights only through it once constructed: a few columns' slabs
+// (ForwardColumns: the screen's candidates), every slab of a product over every column, and
+// every slice it packs, each once, with the same bits as a Linear packed at once. The caller's
+// weights are scribbled over after the constructor: a read in place would show.
+TEST(LinearDeferredPackingTest, ReadsTheCallersWeightsOnlyThroughCopyPlain) {
   if (!gemv::internal::Enabled() || gemv::MatchingChunk(200, true, false, Activation::kNone) == 0) {
     GTEST_SKIP() << "ops/gemv.h's kernel does not serve this shape here (no AVX-512F)";
   }
   std::mt19937 rng(23);
   const int64_t in = 200, out = 1000;
-  const auto w = Random(out * in, rng, 0.05f), b = Random(out, rng);
+  const auto original = Random(out * in, rng, 0.05f), b = Random(out, rng);
+  std::vector<float> w = original;
   size_t released = 0;
   std::vector<std::pair<const void*, uint64_t>> copies;
-  const Linear packed(w.data(), b.data(), in, out);
+  uint64_t copied = 0;
+  const Linear packed(original.data(), b.data(), in, out);
   const Linear deferred(
       LinearWeights{w.data()}, b.data(), in, out, Activation::kNone, ComputeType::kFloat32,
       [&](const void*, size_t bytes) { released += bytes; }, Linear::Packing::kDeferred,
       [&](const void* from, uint64_t bytes, void* to) {
         copies.emplace_back(from, bytes);
-        std::memcpy(to, from, bytes);
+        copied += bytes;
+        const auto at = static_cast<const float*>(from) - w.data();
+        std::memcpy(to, original.data() + at, bytes);
       });
   ASSERT_TRUE(deferred.packing_deferred());
+  EXPECT_TRUE(copies.empty());
+  std::fill(w.begin(), w.end(), std::nanf(""));
   const gemv::StreamingScope streaming;
   for (int64_t rows : {int64_t{1}, int64_t{5}, gemv::kMaxRows}) {
     const auto x = Random(rows * in, rng);
@@ -458,15 +466,55 @@ TEST(LinearDeferredPackingTest, CopiesAFewColumnsOutAndReadsEveryColumnInPlace) 
     for (int64_t r = 0; r < rows; ++r) {
       EXPECT_EQ(std::memcmp(&cols[r * 168], &a[r * out + 832], 168 * 4), 0) << rows << " rows";
     }
-    EXPECT_EQ(released, 0u);
-    copies.clear();
+    copied = 0;
     deferred.Forward(x.data(), rows, c.data());
     EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << rows << " rows";
-    EXPECT_TRUE(copies.empty());
-    EXPECT_EQ(released, static_cast<size_t>(out * in * 4));
-    released = 0;
+    EXPECT_EQ(copied, static_cast<uint64_t>(out * in * 4)) << rows << " rows";
   }
+  EXPECT_EQ(released, 0u);  // nothing was read in place: no pages to let go of
   EXPECT_FALSE(deferred.packed());
+  copied = 0;
+  deferred.EnsurePacked();
+  ASSERT_TRUE(deferred.packed());
+  EXPECT_EQ(copied, static_cast<uint64_t>(out * in * 4));
+  copies.clear();
+  for (int64_t rows : {int64_t{1}, int64_t{100}}) {
+    const auto x = Random(rows * in, rng);
+    std::vector<float> a(rows * out), c(rows * out);
+    packed.Forward(x.data(), rows, a.data());
+    deferred.Forward(x.data(), rows, c.data());
+    EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << rows << " rows, packed";
+  }
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(released, 0u);
+}
+
+// A Linear packed at construction (or, tiny, never packed) with copy_plain does not read the
+// caller's weights after its constructor: products of every row count (some of which may want
+// the plain layout) give the bits of a Linear over weights that stay, with the caller's
+// scribbled over.
+TEST(LinearTest, WithCopyPlainTheCallersWeightsAreNotReadAfterTheConstructor) {
+  std::mt19937 rng(29);
+  for (const auto& [in, out] : {std::pair<int64_t, int64_t>{200, 1000}, {3, 2}}) {
+    const auto original = Random(out * in, rng, 0.05f), b = Random(out, rng);
+    std::vector<float> w = original;
+    int copies = 0;
+    const Linear kept(original.data(), b.data(), in, out);
+    const Linear linear(LinearWeights{w.data()}, b.data(), in, out, Activation::kNone,
+                        ComputeType::kFloat32, {}, Linear::Packing::kNow,
+                        [&](const void*, uint64_t, void*) { ++copies; });
+    std::fill(w.begin(), w.end(), std::nanf(""));
+    for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{300}}) {
+      const auto x = Random(rows * in, rng);
+      std::vector<float> a(rows * out), c(rows * out);
+      kept.Forward(x.data(), rows, a.data());
+      linear.Forward(x.data(), rows, c.data());
+      EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << in << "x" << out << ", "
+                                                                  << rows << " rows";
+    }
+    EXPECT_EQ(std::memcmp(linear.PlainWeights(), original.data(), original.size() * 4), 0);
+    EXPECT_EQ(copies, 0);  // nothing of a packed (or copied) Linear is read from the caller
+  }
 }
 
 // StartPacking and EnsurePacked pack a deferred Linear (once, however many threads ask at once,

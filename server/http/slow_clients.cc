@@ -12,13 +12,21 @@
 namespace glossa::server {
 namespace {
 
-constexpr absl::Duration kScanEvery = absl::Milliseconds(25);
+// How often the connections are looked at: while none is slow, and while some are.
+constexpr absl::Duration kScanIdle = absl::Milliseconds(25);
+constexpr absl::Duration kScanBusy = absl::Milliseconds(10);
 
-// Whether a whole request head waits to be read on `fd` (a connection in civetweb's queue).
-bool HeadWaiting(int fd) {
+enum class Waiting { kNothing, kPartOfAHead, kAHead };
+
+// What waits to be read on `fd`: nothing (a thread has read what came), part of a request head,
+// or a whole one (a connection in civetweb's queue, or one a thread is about to read).
+Waiting WaitingOn(int fd) {
   char head[16 << 10];
   const ssize_t n = recv(fd, head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
-  return n > 0 && absl::string_view(head, n).find("\r\n\r\n") != absl::string_view::npos;
+  if (n <= 0) return Waiting::kNothing;
+  return absl::string_view(head, n).find("\r\n\r\n") != absl::string_view::npos
+             ? Waiting::kAHead
+             : Waiting::kPartOfAHead;
 }
 
 }  // namespace
@@ -48,42 +56,56 @@ void SlowClientGuard::Leave(const std::string& peer, int peer_port) {
 
 void SlowClientGuard::Run() {
   absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), kScanEvery)) {
+  bool busy = false;
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), busy ? kScanBusy : kScanIdle)) {
     mu_.Unlock();
-    Scan(absl::Now());
+    busy = Scan(absl::Now());
     mu_.Lock();
   }
 }
 
-void SlowClientGuard::Scan(absl::Time now) {
-  const std::vector<ConnectedSocket> sockets = ConnectedSockets(port_);
+bool SlowClientGuard::Scan(absl::Time now) {
   std::set<Peer> handled;
   {
     absl::MutexLock lock(&mu_);
     handled = handled_;
   }
-  // Per client address: its slow connections, oldest first once sorted.
-  std::map<std::string, std::vector<std::pair<absl::Time, const ConnectedSocket*>>> slow;
+  // Per client address: its connections without a whole head, and whether each is slow by
+  // itself (part of a head nobody reads, or nothing to read at a second look).
+  std::map<std::string, std::vector<Candidate>> slow;
   std::map<Peer, absl::Time> seen;
-  for (const ConnectedSocket& socket : sockets) {
+  for (const ConnectedSocket& socket : ConnectedSockets(port_)) {
     const Peer peer{socket.peer, socket.peer_port};
-    if (handled.count(peer) > 0 || HeadWaiting(socket.fd)) continue;
+    if (handled.count(peer) > 0) continue;
+    const Waiting waiting = WaitingOn(socket.fd);
+    if (waiting == Waiting::kAHead) continue;
     auto before = slow_since_.find(peer);
     const absl::Time since = before == slow_since_.end() ? now : before->second;
     seen[peer] = since;
-    if (since < now) slow[socket.peer].push_back({since, &socket});  // slow twice in a row
+    slow[socket.peer].push_back({since, socket, waiting == Waiting::kPartOfAHead || since < now});
   }
   slow_since_ = std::move(seen);
-  for (auto& [address, connections] : slow) {
-    if (static_cast<int>(connections.size()) <= max_per_address_) continue;
-    std::sort(connections.begin(), connections.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (size_t i = max_per_address_; i < connections.size(); ++i) {
-      const ConnectedSocket& socket = *connections[i].second;
-      if (!IsConnectedTo(socket.fd, socket.peer, socket.peer_port)) continue;  // closed since
-      shutdown(socket.fd, SHUT_RDWR);
-      cut_.fetch_add(1);
-    }
+  for (auto& [address, connections] : slow) Cut(connections);
+  return !slow.empty();
+}
+
+void SlowClientGuard::Cut(std::vector<Candidate>& connections) {
+  // An address that holds its share of slow connections already gets no benefit of the doubt.
+  const int surely = static_cast<int>(std::count_if(
+      connections.begin(), connections.end(), [](const Candidate& c) { return c.slow; }));
+  if (surely < max_per_address_) {
+    connections.erase(std::remove_if(connections.begin(), connections.end(),
+                                     [](const Candidate& c) { return !c.slow; }),
+                      connections.end());
+  }
+  if (static_cast<int>(connections.size()) <= max_per_address_) return;
+  std::sort(connections.begin(), connections.end(),
+            [](const Candidate& a, const Candidate& b) { return a.since < b.since; });
+  for (size_t i = max_per_address_; i < connections.size(); ++i) {
+    const ConnectedSocket& socket = connections[i].socket;
+    if (!IsConnectedTo(socket.fd, socket.peer, socket.peer_port)) continue;  // closed since
+    shutdown(socket.fd, SHUT_RDWR);
+    cut_.fetch_add(1);
   }
 }
 

@@ -3,15 +3,18 @@
 // send their headers a byte at a time (slowloris) or nothing at all would hold every thread
 // until --http_timeout, and /health with them.
 //
-// A thread of its own looks at this server's connections every 25 ms (civetweb does not expose
-// its sockets: they are found in /proc/self/fd). A connection is "slow" while its request head
-// is not complete: not yet handed to the handler (Enter/Leave), and no whole head waiting to
-// be read (a request in civetweb's queue), in two looks in a row (a thread that has read a head may wait for a core
-// before it hands the request over). Each client address may keep `max_per_address` slow
-// connections, those seen first; the guard shuts the others down (shutdown(2)), and civetweb's
-// read ends at once. A client that sends its request whole, as browsers and HTTP libraries do,
-// is never slow. Behind a reverse proxy every client shares the proxy's address; proxies send
-// whole heads, so they are not slow either.
+// A thread of its own looks at this server's connections every 25 ms, every 10 ms while some
+// have no whole head (civetweb does not expose its sockets: they are found in /proc/self/fd).
+// A connection is "slow" while its request head is not complete: not yet handed to the handler
+// (Enter/Leave), and no whole head waiting to be read (a request in civetweb's queue). Part of
+// a head waiting is slow at once; nothing waiting (a thread has read what came) is slow at the
+// second look, since a thread that has read a whole head may wait for a core before it hands
+// the request over, unless its address holds its share of slow connections already. Each
+// client address may keep `max_per_address` slow connections, those seen first; the guard
+// shuts the others down (shutdown(2)), and civetweb's read ends at once. A client that sends
+// its request whole, as browsers and HTTP libraries do, is never slow. Behind a reverse proxy
+// every client shares the proxy's address; proxies send whole heads, so they are not slow
+// either.
 #ifndef GLOSSA_SERVER_HTTP_SLOW_CLIENTS_H_
 #define GLOSSA_SERVER_HTTP_SLOW_CLIENTS_H_
 
@@ -22,10 +25,12 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/http/read_watchdog.h"
 
 namespace glossa::server {
 
@@ -45,8 +50,16 @@ class SlowClientGuard {
 
  private:
   using Peer = std::pair<std::string, int>;
+  struct Candidate {
+    absl::Time since;        // first seen without a whole head
+    ConnectedSocket socket;
+    bool slow;               // by itself, whatever its address holds
+  };
   void Run();
-  void Scan(absl::Time now);
+  // One look; true when some connection had no whole head.
+  bool Scan(absl::Time now);
+  // Shuts down those of one address's connections past its share.
+  void Cut(std::vector<Candidate>& connections);
 
   const int port_;
   const int max_per_address_;

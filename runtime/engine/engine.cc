@@ -445,6 +445,26 @@ void Engine::StartSequences(Worker* worker, std::vector<Admitted>& admitted) {
   }
   admitted.clear();
   if (live.empty()) return;
+  size_t added = 0;
+  try {  // an exception (no memory) fails these requests, not the process
+    AddSequences(worker, live, sources, &added);
+  } catch (const std::exception& e) {
+    const absl::Status failed =
+        absl::InternalError(absl::StrCat("the engine could not start the request: ", e.what()));
+    {
+      absl::MutexLock lock(&mu_);
+      for (size_t i = added; i < live.size(); ++i) {
+        admission_.kv_reserved_blocks -= live[i].job->kv_blocks;
+      }
+      work_.SignalAll();
+    }
+    // Their sequences already in the batch end at the next iteration (their jobs are done).
+    for (const Admitted& a : live) FinishJob(std::static_pointer_cast<JobState>(a.job), failed);
+  }
+}
+
+void Engine::AddSequences(Worker* worker, const std::vector<Admitted>& live,
+                          const std::vector<std::vector<int>>& sources, size_t* added) {
   const absl::Time start = Now();
   std::shared_ptr<EncodedBatch> encoded = model_->encoder().Encode(sources);
   model_->decoder().PrecomputeCrossKv(*encoded);
@@ -472,6 +492,7 @@ void Engine::StartSequences(Worker* worker, std::vector<Admitted>& admitted) {
     active_by_lane_[static_cast<int>(job.lane)].fetch_add(1);
     active_rows_.fetch_add(1);
     worker->batch.Add(std::move(group));
+    ++*added;
   }
 }
 
@@ -506,7 +527,12 @@ int64_t Engine::StepOnce(Worker* worker) {
   const int64_t stepped_rows = worker->batch.stepped_rows();
   std::vector<std::unique_ptr<SequenceGroup>> finished;
   const absl::Time start = Now();
-  absl::Status status = worker->batch.Step(&finished);
+  absl::Status status;
+  try {  // an exception (no memory) fails the batch's requests, not the process
+    status = worker->batch.Step(&finished);
+  } catch (const std::exception& e) {
+    status = absl::InternalError(absl::StrCat("the engine failed a decoder step: ", e.what()));
+  }
   const absl::Time end = Now();
   // A model file overwritten since the load: this step (or the encoder before it) may have read
   // the new bytes where weights stay in the file, so nothing it made is handed out.

@@ -175,6 +175,9 @@ class Engine {
   void PublishQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndExpiredJobs(Worker* worker);
   void StartSequences(Worker* worker, std::vector<Admitted>& admitted);
+  // Encodes `live`'s sources and adds their sequences to the batch, counting them in `added`.
+  void AddSequences(Worker* worker, const std::vector<Admitted>& live,
+                    const std::vector<std::vector<int>>& sources, size_t* added);
   // Returns the rows it decoded.
   int64_t StepOnce(Worker* worker);
   // After a failed step: ends the job of every sequence in the worker's batch or in `finished`

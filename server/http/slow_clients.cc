@@ -16,17 +16,26 @@ namespace {
 constexpr absl::Duration kScanIdle = absl::Milliseconds(25);
 constexpr absl::Duration kScanBusy = absl::Milliseconds(10);
 
-enum class Waiting { kNothing, kPartOfAHead, kAHead };
+enum class Waiting { kNothing, kPartOfAHead, kAHead, kABody };
 
-// What waits to be read on `fd`: nothing (a thread has read what came), part of a request head,
-// or a whole one (a connection in civetweb's queue, or one a thread is about to read).
+// Whether `bytes` may be the start of a request line: a method (capital letters), then a space.
+bool StartsARequest(absl::string_view bytes) {
+  size_t i = 0;
+  while (i < bytes.size() && i < 16 && bytes[i] >= 'A' && bytes[i] <= 'Z') ++i;
+  return i > 0 && (i == bytes.size() || bytes[i] == ' ');
+}
+
+// What waits to be read on `fd`: nothing (a thread has read what came), part of a request head
+// or a whole one (a connection in civetweb's queue, or one a thread is about to read), or
+// body bytes (a thread has read the head and is about to hand the request over).
 Waiting WaitingOn(int fd) {
-  char head[16 << 10];
-  const ssize_t n = recv(fd, head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
+  char buffer[16 << 10];
+  const ssize_t n = recv(fd, buffer, sizeof(buffer), MSG_PEEK | MSG_DONTWAIT);
   if (n <= 0) return Waiting::kNothing;
-  return absl::string_view(head, n).find("\r\n\r\n") != absl::string_view::npos
-             ? Waiting::kAHead
-             : Waiting::kPartOfAHead;
+  const absl::string_view bytes(buffer, n);
+  if (!StartsARequest(bytes)) return Waiting::kABody;
+  return bytes.find("\r\n\r\n") != absl::string_view::npos ? Waiting::kAHead
+                                                              : Waiting::kPartOfAHead;
 }
 
 }  // namespace
@@ -78,7 +87,7 @@ bool SlowClientGuard::Scan(absl::Time now) {
     const Peer peer{socket.peer, socket.peer_port};
     if (handled.count(peer) > 0) continue;
     const Waiting waiting = WaitingOn(socket.fd);
-    if (waiting == Waiting::kAHead) continue;
+    if (waiting == Waiting::kAHead || waiting == Waiting::kABody) continue;
     auto before = slow_since_.find(peer);
     const absl::Time since = before == slow_since_.end() ? now : before->second;
     seen[peer] = since;

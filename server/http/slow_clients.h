@@ -6,15 +6,15 @@
 // A thread of its own looks at this server's connections every 25 ms, every 10 ms while some
 // have no whole head (civetweb does not expose its sockets: they are found in /proc/self/fd).
 // A connection is "slow" while its request head is not complete: not yet handed to the handler
-// (Enter/Leave), and no whole head waiting to be read (a request in civetweb's queue). Part of
-// a head waiting is slow at once; nothing waiting (a thread has read what came) is slow at the
-// second look, since a thread that has read a whole head may wait for a core before it hands
-// the request over, unless its address holds its share of slow connections already. Each
-// client address may keep `max_per_address` slow connections, those seen first; the guard
-// shuts the others down (shutdown(2)), and civetweb's read ends at once. A client that sends
-// its request whole, as browsers and HTTP libraries do, is never slow. Behind a reverse proxy
-// every client shares the proxy's address; proxies send whole heads, so they are not slow
-// either.
+// (Enter/Leave), and neither a whole head (a request in civetweb's queue) nor body bytes (a
+// head read, about to be handed over) waiting to be read. Part of a head waiting is slow at
+// once; nothing waiting (a thread has read what came) is slow at the second look, since a
+// thread that has read a whole head may wait for a core before it hands the request over,
+// unless its address holds its share of slow connections already. Each client address may
+// keep `max_per_address` slow connections, those seen first; the guard shuts the others down
+// (shutdown(2)), and civetweb's read ends at once. A client that sends its request whole, as
+// browsers and HTTP libraries do, is never slow. Behind a reverse proxy every client shares
+// the proxy's address; proxies send whole heads, so they are not slow either.
 #ifndef GLOSSA_SERVER_HTTP_SLOW_CLIENTS_H_
 #define GLOSSA_SERVER_HTTP_SLOW_CLIENTS_H_
 

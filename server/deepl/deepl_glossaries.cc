@@ -25,7 +25,7 @@
 namespace glossa::server {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // DeepL's order of fields
 
 constexpr absl::string_view kRoot = "/v2/glossaries";
 

@@ -17,7 +17,7 @@
 namespace glossa::server {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // DeepL's order of fields
 
 std::set<std::string> ServedLanguages(const CardMap& models) {
   std::set<std::string> out = SourceLanguagesOf(models);

@@ -25,7 +25,7 @@
 namespace glossa::server {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // DeepL's order of fields
 
 bool IsBlank(absl::string_view text) {
   return std::all_of(text.begin(), text.end(),

@@ -166,6 +166,18 @@ class DeeplTranslateTest(DeeplTestCase):
                                     headers={"Authorization": "DeepL-Auth-Key anything"})
         self.assertEqual(status, 201, answer)
 
+    def test_the_browser_policy_applies(self):
+        # A web page of another site: refused before the body is read, as on every route.
+        own = f"127.0.0.1:{self.server.http_port}"
+        glossaries = self.deepl("GET", "/v2/glossaries")[1]
+        for method, path in (("POST", "/v2/translate"), ("POST", "/v2/glossaries"),
+                             ("GET", "/v2/usage")):
+            with self.subTest(path=path):
+                status, _ = self.deepl(method, path, {"text": "Hola", "target_lang": "EN-GB"},
+                                       headers={"Origin": "https://evil.example", "Host": own})
+                self.assertEqual(status, 403)
+        self.assertEqual(self.deepl("GET", "/v2/glossaries")[1], glossaries)  # none made
+
 
 class DeeplBadInputTest(DeeplTestCase):
     """With a token: each bad request gets DeepL's status and {"message"}, the server unharmed."""

@@ -52,16 +52,17 @@ configure_and_build() {  # DIR CMAKE_ARGS...
 }
 
 install_npm_clients() {
-  # The npm client libraries of python_npm_clients (pinned by tests/clients/package-lock.json);
-  # without npm or the registry the test skips and says why.
+  # The npm client libraries of python_npm_clients and python_npm_deepl (pinned by
+  # tests/clients/package-lock.json); without npm or the registry the tests skip and say why.
   if command -v npm >/dev/null; then
     timeout 300 npm ci --prefix tests/clients --no-audit --no-fund --ignore-scripts \
       --fetch-retries 1 --loglevel=error >/dev/null || {
-      echo "test: npm ci --prefix tests/clients failed (exit $?): python_npm_clients skips" >&2
+      echo "test: npm ci --prefix tests/clients failed (exit $?): python_npm_clients and" \
+        "python_npm_deepl skip" >&2
       rm -rf tests/clients/node_modules  # no half install: the test checks the top level only
     }
   else
-    echo "test: no npm to install tests/clients: python_npm_clients skips" >&2
+    echo "test: no npm to install tests/clients: python_npm_clients and python_npm_deepl skip" >&2
   fi
 }
 

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/deepl/deepl_api.h"
 #include "server/demo_model.h"
 #include "server/files/read_document.h"
 #include "server/file_api/translate_file.h"
@@ -75,7 +76,8 @@ ABSL_FLAG(std::string, http_listen, "127.0.0.1:8080",
           "HTTP/JSON address, HOST:PORT: LibreTranslate's POST /translate, GET /languages, "
           "POST /detect, POST /translate_file, GET /download_file/<name>, GET /frontend/settings, "
           "POST /suggest and GET /health, Glossa's POST /v1/translate, GET /v1/models and "
-          "/v1/glossaries (protobuf JSON), and a page to try it at / (port 0 picks a free one; "
+          "/v1/glossaries (protobuf JSON), DeepL's API v2 under /v2/, and a page to try it at / "
+          "(port 0 picks a free one; "
           "empty: no HTTP). If this default "
           "address is taken the server warns and runs without HTTP; an address given explicitly "
           "must be free. Bodies are limited by --max_message_bytes (/translate_file's by "
@@ -231,6 +233,7 @@ namespace {
 
 using glossa::server::BuildInfo;
 using glossa::server::ClientTokens;
+using glossa::server::DeeplApi;
 using glossa::server::DefaultCacheBytes;
 using glossa::server::FileApi;
 using glossa::server::FileApiOptions;
@@ -608,6 +611,7 @@ absl::StatusOr<std::unique_ptr<GlossaryStore>> OpenGlossaries(TranslatorService&
 struct HttpFront {
   std::unique_ptr<HttpApi> api;
   std::unique_ptr<FileApi> files;
+  std::unique_ptr<DeeplApi> deepl;
   std::unique_ptr<HttpServer> server;
 };
 
@@ -669,6 +673,17 @@ std::unique_ptr<FileApi> NewFileApi(const TranslatorService* service, HttpApi* a
   return files;
 }
 
+// DeepL's API, its paths under /v2/ handed to `api` (server/deepl/ is a room above it).
+std::unique_ptr<DeeplApi> NewDeeplApi(const TranslatorService* service, GlossaryStore* glossaries,
+                                      HttpApi* api) {
+  auto deepl = std::make_unique<DeeplApi>(service, glossaries, &api->libre_limits(),
+                                          absl::GetFlag(FLAGS_http_translate_timeout));
+  api->SetDeeplApi([deepl = deepl.get()](const HttpRequest& request) {
+    return deepl->Handle(request);
+  });
+  return deepl;
+}
+
 // --cors_origins and --allowed_hosts; warns when any page may call a server without a token.
 glossa::server::BrowserPolicy BrowserPolicyFromFlags(const std::string& address, bool token) {
   glossa::server::BrowserPolicy policy;
@@ -705,6 +720,7 @@ absl::StatusOr<HttpFront> StartHttp(const TranslatorService* service, GlossarySt
   options.browsers = BrowserPolicyFromFlags(address, service->RequiresToken());
   front.files = NewFileApi(service, front.api.get(), jobs);
   options.path_max_body_bytes["/translate_file"] = front.files->max_body_bytes();
+  front.deepl = NewDeeplApi(service, glossaries, front.api.get());
   auto started = HttpServer::Start(options, [api = front.api.get()](const HttpRequest& request) {
     return api->Handle(request);
   });

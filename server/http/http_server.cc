@@ -135,6 +135,8 @@ const char* HttpReason(int status) {
       return "Unsupported Media Type";
     case 429:
       return "Too Many Requests";
+    case 456:
+      return "Quota Exceeded";
     case 500:
       return "Internal Server Error";
     case 501:

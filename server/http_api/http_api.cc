@@ -160,14 +160,16 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) const {
     if (get) return V1Models(request);
   } else if (path == "/v1/glossaries" || absl::StartsWith(path, "/v1/glossaries/")) {
     return V1Glossaries(request);
+  } else if (deepl_handler_ && absl::StartsWith(path, "/v2/")) {
+    return deepl_handler_(request);
   } else {
     return JsonError(404,
                      "no such path: this server has POST /translate, GET /languages, "
                      "POST /detect, GET /health, GET /frontend/settings, POST /suggest, "
                      "POST /translate_file, GET /download_file/<name> (LibreTranslate), "
                      "POST /v1/translate, GET /v1/models, "
-                     "/v1/glossaries (POST, GET; GET, DELETE /v1/glossaries/<id>) "
-                     "and the page at /");
+                     "/v1/glossaries (POST, GET; GET, DELETE /v1/glossaries/<id>), "
+                     "DeepL's API under /v2/ and the page at /");
   }
   return JsonError(405, absl::StrCat(request.method, " is not allowed on ", path));
 }

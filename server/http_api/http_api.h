@@ -4,7 +4,8 @@
 // GET /download_file/<name> through the handler SetFileApi gives), Glossa's own POST
 // /v1/translate and GET /v1/models (protobuf's JSON mapping of TranslateRequest,
 // TranslateResponse and ListModelsResponse), the stored glossaries at /v1/glossaries
-// (glossary_routes.cc), and the page at GET /. Translations go through TranslatorService's
+// (glossary_routes.cc), DeepL's API under /v2/ through the handler SetDeeplApi gives, and the
+// page at GET /. Translations go through TranslatorService's
 // transport-neutral NewTranslateJob, so limits, validation, the token, metrics (method label =
 // the path) and batching are gRPC's own.
 #ifndef GLOSSA_SERVER_HTTP_API_HTTP_API_H_
@@ -58,6 +59,9 @@ class HttpApi {
     file_handler_ = std::move(handler);
     file_formats_ = std::move(formats);
   }
+  // DeepL's API (every path under /v2/), served by a room above this one (server/deepl/)
+  // through `handler`. Without it those paths answer 404.
+  void SetDeeplApi(HttpHandler handler) { deepl_handler_ = std::move(handler); }
 
  private:
   HttpResponse V1Translate(const HttpRequest& request) const;
@@ -73,6 +77,7 @@ class HttpApi {
   LibreLimits libre_limits_;
   HttpHandler file_handler_;
   std::vector<std::string> file_formats_;
+  HttpHandler deepl_handler_;
 };
 
 // Translates `request` through the service as gRPC's Translate does and waits for the result

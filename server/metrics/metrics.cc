@@ -142,13 +142,16 @@ const char* MethodName(Method method) {
       return "/translate_file";
     case Method::kTranslateDocument:
       return "TranslateDocument";
+    case Method::kHttpV2Translate:
+      return "/v2/translate";
   }
   return "";
 }
 
 bool IsTranslation(Method method) {
   return method == Method::kTranslate || method == Method::kTranslateStream ||
-         method == Method::kHttpTranslate || method == Method::kHttpV1Translate;
+         method == Method::kHttpTranslate || method == Method::kHttpV1Translate ||
+         method == Method::kHttpV2Translate;
 }
 
 bool IsGrpc(Method method) { return static_cast<int>(method) <= 2; }

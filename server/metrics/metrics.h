@@ -59,8 +59,9 @@ enum class Method {
   // series count files and their duration, not tokens.
   kHttpTranslateFile = 8,
   kTranslateDocument = 9,  // gRPC's file translation: counted as /translate_file is
+  kHttpV2Translate = 10,   // DeepL's POST /v2/translate
 };
-inline constexpr int kNumMethods = 10;
+inline constexpr int kNumMethods = 11;
 // Methods that translate (they have token counts), and those of gRPC (their series exist at 0
 // from the start, as dashboards expect).
 bool IsTranslation(Method method);
@@ -69,7 +70,8 @@ inline constexpr int kNumStatusCodes = 17;  // grpc::StatusCode OK (0) .. UNAUTH
 
 // The `method` label: "Translate", "TranslateStream", "ListModels", "TranslateDocument", or the
 // HTTP path
-// ("/translate", "/v1/translate", "/v1/models", "/languages", "/detect", "/translate_file").
+// ("/translate", "/v1/translate", "/v1/models", "/languages", "/detect", "/translate_file",
+// "/v2/translate").
 const char* MethodName(Method method);
 // The `code` label: the gRPC status code's name, "OK", "INVALID_ARGUMENT", ...
 const char* StatusCodeName(grpc::StatusCode code);

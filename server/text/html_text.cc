@@ -115,11 +115,24 @@ const GumboVector* ChildrenOf(const GumboNode* node) {
   return nullptr;
 }
 
+// An element's name, lower-case: gumbo's for the elements it knows, else as written.
+std::string TagName(const GumboElement& e) {
+  if (e.tag != GUMBO_TAG_UNKNOWN) return gumbo_normalized_tagname(e.tag);
+  const absl::string_view tag(e.original_tag.data, e.original_tag.length);
+  size_t end = 1;
+  while (end < tag.size() && !absl::ascii_isspace(static_cast<unsigned char>(tag[end])) &&
+         tag[end] != '/' && tag[end] != '>') {
+    ++end;
+  }
+  return absl::AsciiStrToLower(tag.substr(std::min<size_t>(1, tag.size()), end - 1));
+}
+
 // The HTML's text in runs of text and inline elements. Depth first, in document order; the
 // parser runs on a thread with a stack for the deepest nesting allowed (ExtractHtmlText).
 class Collector {
  public:
-  Collector(absl::string_view html, HtmlText* out) : html_(html), out_(out) {}
+  Collector(absl::string_view html, const std::set<std::string>& ignore, HtmlText* out)
+      : html_(html), ignore_(ignore), out_(out) {}
 
   void Block(const GumboNode* node) {
     const GumboVector* children = ChildrenOf(node);
@@ -131,7 +144,10 @@ class Collector {
                                           InSentence(child));
       if (!in_run) {
         Flush();
-        if (child->type == GUMBO_NODE_ELEMENT && KeepsItsText(child->v.element.tag)) continue;
+        if (child->type == GUMBO_NODE_ELEMENT &&
+            (KeepsItsText(child->v.element.tag) || Ignored(child))) {
+          continue;
+        }
         Block(child);
         continue;
       }
@@ -144,6 +160,12 @@ class Collector {
   }
 
  private:
+  // Whether an element is one of ignore_tags: kept whole, never translated.
+  bool Ignored(const GumboNode* node) const {
+    return !ignore_.empty() && node->type == GUMBO_NODE_ELEMENT &&
+           ignore_.count(TagName(node->v.element)) > 0;
+  }
+
   // Whether an element can stand in a sentence: inline, with all its source's tags, its
   // children inline too and contiguous (the parser moves misplaced content).
   bool InSentence(const GumboNode* node) {
@@ -153,7 +175,7 @@ class Collector {
     const GumboElement& e = node->v.element;
     const auto [begin, end] = SourceOf(node, html_.size());
     bool ok = begin < end;
-    if (ok && IsInlinePoint(e.tag)) return in_sentence_[node] = true;
+    if (ok && (IsInlinePoint(e.tag) || Ignored(node))) return in_sentence_[node] = true;
     ok = ok && IsInline(e.tag) && ClosesItself(e);
     size_t pos = begin + e.original_tag.length;
     for (unsigned i = 0; ok && i < e.children.length; ++i) {
@@ -177,7 +199,7 @@ class Collector {
     }
     const std::string source(html_.substr(begin, end - begin));
     const GumboElement* e = node->type == GUMBO_NODE_ELEMENT ? &node->v.element : nullptr;
-    if (e == nullptr || IsInlinePoint(e->tag)) {
+    if (e == nullptr || IsInlinePoint(e->tag) || Ignored(node)) {
       run_.Point(source);
       run_nodes_.push_back(nullptr);
       return;
@@ -224,6 +246,7 @@ class Collector {
   }
 
   const absl::string_view html_;
+  const std::set<std::string>& ignore_;
   HtmlText* const out_;
   absl::flat_hash_map<const GumboNode*, bool> in_sentence_;
   PlaceholderText run_;
@@ -233,7 +256,8 @@ class Collector {
 
 }  // namespace
 
-absl::StatusOr<HtmlText> ExtractHtmlText(absl::string_view html) {
+absl::StatusOr<HtmlText> ExtractHtmlText(absl::string_view html,
+                                         const std::set<std::string>& ignore_tags) {
   if (!IsValidUtf8(html)) return absl::InvalidArgumentError("the HTML is not valid UTF-8");
   // Bounds the nesting depth (at most one level a tag) for the stack below.
   if (std::count(html.begin(), html.end(), '<') > kMaxHtmlTags) {
@@ -249,7 +273,7 @@ absl::StatusOr<HtmlText> ExtractHtmlText(absl::string_view html) {
     std::unique_ptr<GumboOutput, OutputDeleter> output(
         gumbo_parse_with_options(&kGumboDefaultOptions, html.data(), html.size()));
     if (output == nullptr) return;
-    Collector(html, &out).Block(output->document);
+    Collector(html, ignore_tags, &out).Block(output->document);
     parsed = true;
   });
   if (!ran.ok()) return absl::Status(ran.code(), absl::StrCat("parsing the HTML: ", ran.message()));

@@ -13,6 +13,7 @@
 #ifndef GLOSSA_SERVER_TEXT_HTML_TEXT_H_
 #define GLOSSA_SERVER_TEXT_HTML_TEXT_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,11 @@ struct HtmlText {
   std::vector<std::vector<Markup>> markup;  // what each run's placeholders stand for
 };
 
-// INVALID_ARGUMENT when the HTML is not UTF-8.
-absl::StatusOr<HtmlText> ExtractHtmlText(absl::string_view html);
+// INVALID_ARGUMENT when the HTML is not UTF-8. An element named in `ignore_tags` (lower-case
+// names) is kept byte for byte with everything inside it: inside a run as one empty element,
+// elsewhere left out of the runs; its text is never translated.
+absl::StatusOr<HtmlText> ExtractHtmlText(absl::string_view html,
+                                         const std::set<std::string>& ignore_tags = {});
 
 // The HTML with each run replaced by its translation (translations[i] for texts[i], with the
 // placeholders that inline_tags placed), each placeholder written back as its markup.

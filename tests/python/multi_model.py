@@ -41,10 +41,10 @@ def relabel(source_path, out_path, source_language, target_language):
     glossa_model.write_model(out_path, header, tensors, aliases)
 
 
-def start_server(cls):
-    """Starts the server for a TestCase class (stopped and cleaned up with the class): sets
-    cls.dir (the relabelled models and models.conf), cls.server (test_server.ServerProcess),
-    cls.http_port and cls.metrics_port."""
+def start_server(cls, *flags):
+    """Starts the server for a TestCase class (stopped and cleaned up with the class), with
+    `flags` added: sets cls.dir (the relabelled models and models.conf), cls.server
+    (test_server.ServerProcess), cls.http_port and cls.metrics_port."""
     cls.dir = tempfile.mkdtemp(prefix="glossa-routing-")
     cls.addClassCleanup(shutil.rmtree, cls.dir, ignore_errors=True)
     for pair in RELABELLED_PAIRS:
@@ -58,7 +58,7 @@ def start_server(cls):
                 "".join(f"{pair}={pair}.glossa\n" for pair in RELABELLED_PAIRS))
     cls.server = ts.ServerProcess("--http_listen", "127.0.0.1:0",
                                   "--metrics_listen", "127.0.0.1:0",
-                                  "--cache_bytes", "0", "--workers", "1",
+                                  "--cache_bytes", "0", "--workers", "1", *flags,
                                   models=("--model_config", config))
     cls.addClassCleanup(cls.server.stop)
 

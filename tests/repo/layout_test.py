@@ -39,8 +39,8 @@ OTHER_PROJECTS = re.compile(
 CSS_COLOR = re.compile(r":\s*$")
 
 SERVER_ROOMS = ["common", "text", "documents", "files", "models", "live", "glossaries", "request",
-                "cache", "metrics", "grpc", "http", "http_api", "jobs", "file_api", "batch/io",
-                "batch/client", "batch/folders", "batch"]
+                "cache", "metrics", "grpc", "http", "http_api", "deepl", "jobs", "file_api",
+                "batch/io", "batch/client", "batch/folders", "batch"]
 MAX_ROOM_FILES = 8
 MAX_FUNCTION_LINES = 80
 FUNCTION_TREES = ["server", "runtime/engine"]

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,11 @@
 namespace glossa::testing {
 
 inline std::string DemoModelPath() { return GLOSSA_DEMO_MODEL; }
+// A file's bytes ("" when it cannot be read).
+inline std::string ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 inline std::string SharedDir() { return GLOSSA_SHARED_DIR; }
 inline bool HaveShared() { return std::ifstream(SharedDir() + "/golden/greedy.jsonl").good(); }
 

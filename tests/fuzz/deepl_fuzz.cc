@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
+#include "markup_marks.h"
 #include "server/deepl/deepl_request.h"
 #include "server/text/xml_text.h"
 
@@ -64,24 +65,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     last = end;
   }
   // Each run "translated" as a mark and its placeholders in order.
-  std::vector<std::string> marks, written;
-  for (size_t i = 0; i < text->texts.size(); ++i) {
-    const std::string& t = text->texts[i];
-    std::string mark = "\x01", out = "\x01";
-    for (size_t lt = t.find('<'); lt != std::string::npos; lt = t.find('<', lt + 1)) {
-      const size_t gt = t.find('>', lt);
-      FUZZ_CHECK(gt != std::string::npos, "an unclosed placeholder");
-      const std::string tag = t.substr(lt, gt + 1 - lt);
-      mark += tag;
-      const bool close = tag[1] == '/';
-      const size_t id = std::stoul(tag.substr(close ? 3 : 2));
-      FUZZ_CHECK(id < text->markup[i].size(), "a placeholder without its markup");
-      out += close ? text->markup[i][id].end : text->markup[i][id].start;
-    }
-    marks.push_back(mark);
-    written.push_back(out);
-  }
-  const std::string replaced = glossa::server::ReplaceHtmlText(xml, *text, marks);
+  const glossa::fuzz::Marks runs = glossa::fuzz::MarkRuns(*text);
+  const std::vector<std::string>& written = runs.written;
+  const std::string replaced = glossa::server::ReplaceHtmlText(xml, *text, runs.marks);
   std::string kept;
   size_t pos = 0;
   for (size_t i = 0; i < text->spans.size(); ++i) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
+#include "markup_marks.h"
 #include "server/text/html_text.h"
 #include "server/http_api/libretranslate.h"
 
@@ -50,25 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Each run "translated" as a mark and its placeholders in order: the markup they stand for
   // comes back in their place, and every byte outside the runs as it was.
   FUZZ_CHECK(text->markup.size() == text->texts.size(), "markup per text");
-  std::vector<std::string> marks;
-  std::vector<std::string> written;  // what each run's mark must be written as
-  for (size_t i = 0; i < text->texts.size(); ++i) {
-    const std::string& t = text->texts[i];
-    std::string mark = "\x01", out = "\x01";
-    for (size_t lt = t.find('<'); lt != std::string::npos; lt = t.find('<', lt + 1)) {
-      const size_t gt = t.find('>', lt);
-      FUZZ_CHECK(gt != std::string::npos, "an unclosed placeholder");
-      const std::string tag = t.substr(lt, gt + 1 - lt);
-      mark += tag;
-      const bool close = tag[1] == '/';
-      const size_t id = std::stoul(tag.substr(close ? 3 : 2));
-      FUZZ_CHECK(id < text->markup[i].size(), "a placeholder without its markup");
-      out += close ? text->markup[i][id].end : text->markup[i][id].start;
-    }
-    marks.push_back(mark);
-    written.push_back(out);
-  }
-  const std::string replaced = glossa::server::ReplaceHtmlText(html, *text, marks);
+  const glossa::fuzz::Marks runs = glossa::fuzz::MarkRuns(*text);
+  const std::vector<std::string>& written = runs.written;
+  const std::string replaced = glossa::server::ReplaceHtmlText(html, *text, runs.marks);
   std::string kept;  // the HTML outside the runs, as it was
   size_t pos = 0;
   for (size_t i = 0; i < text->spans.size(); ++i) {

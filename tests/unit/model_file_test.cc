@@ -23,11 +23,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // The parallel, piecewise crc32 equals zlib's whole-range crc32 (ranges longer than a piece
 // included, so the pieces' sums are combined), and every byte is reported summed exactly once.
 TEST(Crc32RangesTest, EqualsZlibAndReportsEveryByteOnce) {
@@ -65,7 +60,7 @@ TEST(Crc32RangesTest, EqualsZlibAndReportsEveryByteOnce) {
 class ModelFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    original_ = ReadFile(testing::DemoModelPath());
+    original_ = testing::ReadFileBytes(testing::DemoModelPath());
     ASSERT_GT(original_.size(), 1000u) << "demo model missing: " << testing::DemoModelPath();
     path_ = ::testing::TempDir() + "/damaged_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".glossa";

@@ -23,11 +23,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // What `cp` does to an existing destination: open it with O_TRUNC (same inode), write the bytes.
 void OverwriteInPlace(const std::string& path, const std::string& bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC);
@@ -63,7 +58,7 @@ enum class Replacement { kShorter, kSameSize };
 class ModelOverwriteTest : public ::testing::TestWithParam<Replacement> {
  protected:
   void SetUp() override {
-    original_ = ReadFile(testing::DemoModelPath());
+    original_ = testing::ReadFileBytes(testing::DemoModelPath());
     ASSERT_GT(original_.size(), 1000u) << "demo model missing: " << testing::DemoModelPath();
     path_ = ::testing::TempDir() + "/overwritten_" + std::to_string(static_cast<int>(GetParam())) +
             ".glossa";

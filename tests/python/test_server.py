@@ -134,6 +134,16 @@ def _die_with_parent():
         pass
 
 
+def main_or_skip():
+    """unittest.main, then exit 77 (ctest's skip) when every test skipped, 0 or 1 otherwise."""
+    result = unittest.main(verbosity=2, exit=False).result
+    # A class or module that skips adds one skip and runs no test; a test that skips, one each.
+    skipped_tests = sum(isinstance(test, unittest.TestCase) for test, _ in result.skipped)
+    everything_skipped = bool(result.skipped) and result.testsRun == skipped_tests
+    sys.exit(77 if result.wasSuccessful() and everything_skipped else
+             0 if result.wasSuccessful() else 1)
+
+
 def _start_child(preexec):
     _die_with_parent()
     if preexec is not None:

@@ -123,7 +123,8 @@ absl::StatusOr<v1::TranslateResponse> TranslateAndWait(const TranslatorService& 
   // The engine ends a job past its deadline within one decoder step by itself. Should that ever
   // not happen, cancel it (it then stops within a step) rather than leave `record` in use.
   const absl::Time give_up = absl::Now() + timeout + absl::Seconds(30);
-  const absl::Duration slice = cancelled != nullptr ? absl::Milliseconds(50) : timeout;
+  const absl::Duration slice =
+      cancelled != nullptr ? absl::Milliseconds(50) : give_up - absl::Now();
   while (!pending->done.WaitForNotificationWithTimeout(slice)) {
     if ((cancelled != nullptr && cancelled->load()) || absl::Now() >= give_up) {
       (*job)->Cancel();
